@@ -1,0 +1,46 @@
+# hgpc developer entry points. `make demo` and `make test` work on a fresh Debian 12 machine:
+# `make deps` installs whatever Debian packages are missing first.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+# Build tools and libraries, test tooling (through Debian's /usr/bin/python3), and test data.
+DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev llvm-14-dev zlib1g-dev \
+  libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev libgtest-dev \
+  python3-torch python3-torchvision python3-onnx python3-numpy \
+  libonnx-testdata dataset-fashion-mnist
+
+.PHONY: all build deps test demo clean format
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: deps
+	$(MAKE) build
+	./samples/demo.sh $(BUILD)
+
+format:
+	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

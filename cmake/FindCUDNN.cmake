@@ -1,0 +1,26 @@
+# FindCUDNN: locates cuDNN 9 (header cudnn.h, library libcudnn.so).
+#
+# CMake ships no module for cuDNN. This one looks under CUDNN_ROOT, $CUDNN_ROOT, the CUDA toolkit
+# root and the usual system paths. It defines CUDNN_FOUND, CUDNN_INCLUDE_DIR, CUDNN_LIBRARY,
+# CUDNN_VERSION and the imported target CUDNN::cudnn.
+find_path(CUDNN_INCLUDE_DIR cudnn.h
+  HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}
+  PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn
+  HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
+  PATH_SUFFIXES lib64 lib)
+if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
+  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_ver REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) +[0-9]+")
+  string(REGEX REPLACE ".*CUDNN_MAJOR +([0-9]+).*" "\\1" _maj "${_cudnn_ver}")
+  string(REGEX REPLACE ".*CUDNN_MINOR +([0-9]+).*" "\\1" _min "${_cudnn_ver}")
+  string(REGEX REPLACE ".*CUDNN_PATCHLEVEL +([0-9]+).*" "\\1" _pat "${_cudnn_ver}")
+  set(CUDNN_VERSION "${_maj}.${_min}.${_pat}")
+endif()
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR VERSION_VAR CUDNN_VERSION)
+if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
+  add_library(CUDNN::cudnn SHARED IMPORTED)
+  set_target_properties(CUDNN::cudnn PROPERTIES IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
+endif()
+mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)

@@ -1,0 +1,41 @@
+// Shape rules for the optimizer updates.
+#include "compiler/ir/OpInfo.h"
+
+namespace hgp {
+
+namespace {
+Status common(const InferContext& ctx) {
+  HGP_TRY(requireF32(ctx, 0, "parameter"));
+  if (ctx.in(1) != ctx.in(0)) return ctx.fail("the gradient must match the parameter");
+  if (ctx.in(2) != TensorType{DType::F32, {}}) return ctx.fail("lr must be an f32 scalar");
+  if (ctx.in(3) != TensorType{DType::F32, {}}) return ctx.fail("ok must be an f32 scalar");
+  if (ctx.in(4) != TensorType{DType::I64, {}}) return ctx.fail("step must be an i64 scalar");
+  return Status::ok();
+}
+} // namespace
+
+Status inferSgdUpdate(InferContext& ctx) {
+  HGP_TRY(common(ctx));
+  bool hasBuf = ctx.numInputs() == 6;
+  if (hasBuf != (ctx.attrs.getFloat("momentum", 0) != 0))
+    return ctx.fail("SGD takes a momentum buffer exactly when momentum is nonzero");
+  if (ctx.attrs.getInt("nesterov", 0) &&
+      (ctx.attrs.getFloat("momentum", 0) <= 0 || ctx.attrs.getFloat("dampening", 0) != 0))
+    return ctx.fail("Nesterov momentum requires a momentum and zero dampening");
+  if (hasBuf && ctx.in(5) != ctx.in(0)) return ctx.fail("the momentum buffer must match");
+  ctx.outputs = {ctx.in(0)};
+  if (hasBuf) ctx.outputs.push_back(ctx.in(0));
+  return Status::ok();
+}
+
+Status inferAdamUpdate(InferContext& ctx) {
+  HGP_TRY(common(ctx));
+  if (ctx.in(5) != ctx.in(0) || ctx.in(6) != ctx.in(0))
+    return ctx.fail("the moment buffers must match the parameter");
+  double b1 = ctx.attrs.getFloat("beta1", 0.9), b2 = ctx.attrs.getFloat("beta2", 0.999);
+  if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) return ctx.fail("betas must be in [0, 1)");
+  ctx.outputs = {ctx.in(0), ctx.in(0), ctx.in(0)};
+  return Status::ok();
+}
+
+} // namespace hgp

@@ -1,0 +1,116 @@
+// CpuBackend.cpp - the CPU reference backend: executes a plan's steps in order on host memory.
+#include "runtime/Backend.h"
+#include "runtime/cpu/CpuKernel.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace hgp {
+
+namespace {
+
+using ExecFn = Status (*)(cpu::KernelArgs&);
+constexpr ExecFn kExec[] = {
+#define HGP_OP(Name, ...) &cpu::exec##Name,
+#include "runtime/plan/OpList.def"
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+class CpuBackend final : public Backend {
+public:
+  const char* name() const override { return "cpu"; }
+
+  Status load(const Plan& plan, const InitData& data) override {
+    plan_ = &plan;
+    HGP_TRY(allocate(persistent_, plan.persistentBytes));
+    HGP_TRY(allocate(transient_, plan.transientBytes));
+    std::memset(persistent_.get(), 0, size_t(plan.persistentBytes));
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      const PlanTensor& t = plan.tensors[i];
+      uint8_t* p = address(int(i));
+      switch (t.init) {
+      case InitKind::None:
+      case InitKind::Zero: break;
+      case InitKind::Fill: {
+        if (t.type.dtype == DType::F32) {
+          float* f = reinterpret_cast<float*>(p);
+          for (int64_t e = 0; e < t.type.numElements(); ++e) f[e] = float(t.fillValue);
+        } else if (t.type.dtype == DType::I64) {
+          int64_t* q = reinterpret_cast<int64_t*>(p);
+          for (int64_t e = 0; e < t.type.numElements(); ++e) q[e] = int64_t(t.fillValue);
+        } else {
+          return Status(ErrorCode::Internal, "fill of " + std::string(dtypeName(t.type.dtype)) +
+                                                 " tensor '" + t.name + "' is not supported");
+        }
+        break;
+      }
+      case InitKind::Onnx:
+      case InitKind::Const: {
+        auto src = t.init == InitKind::Onnx ? data.onnxTemplate : data.consts;
+        if (t.dataOffset < 0 || size_t(t.dataOffset) + size_t(t.bytes()) > src.size())
+          return Status(ErrorCode::InvalidModel,
+                        "initial value of '" + t.name + "' lies outside the bundled data");
+        std::memcpy(p, src.data() + t.dataOffset, size_t(t.bytes()));
+        break;
+      }
+      }
+    }
+    views_.clear();
+    for (size_t i = 0; i < plan.tensors.size(); ++i)
+      views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i))});
+    return Status::ok();
+  }
+
+  Status run(const std::string& program) override {
+    const PlanProgram* prog = plan_ ? plan_->findProgram(program) : nullptr;
+    if (!prog) return Status(ErrorCode::Internal, "the plan has no program '" + program + "'");
+    for (const PlanStep& step : prog->steps) {
+      cpu::KernelArgs args{step, {}, {}};
+      args.in.reserve(step.inputs.size());
+      args.out.reserve(step.outputs.size());
+      for (int i : step.inputs) args.in.push_back(views_[size_t(i)]);
+      for (int o : step.outputs) args.out.push_back(views_[size_t(o)]);
+      HGP_TRY(kExec[int(step.op)](args));
+    }
+    return Status::ok();
+  }
+
+  Status read(int tensor, void* dst) override {
+    std::memcpy(dst, address(tensor), size_t(plan_->tensors[size_t(tensor)].bytes()));
+    return Status::ok();
+  }
+
+  Status write(int tensor, const void* src) override {
+    std::memcpy(address(tensor), src, size_t(plan_->tensors[size_t(tensor)].bytes()));
+    return Status::ok();
+  }
+
+private:
+  static Status allocate(std::unique_ptr<uint8_t, FreeDeleter>& buf, int64_t bytes) {
+    size_t n = size_t((bytes + 63) / 64 * 64);
+    buf.reset(static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64)));
+    if (!buf)
+      return makeError(ErrorCode::OutOfMemory, "cannot allocate %lld bytes of host memory",
+                       (long long)bytes);
+    return Status::ok();
+  }
+
+  uint8_t* address(int i) const {
+    const PlanTensor& t = plan_->tensors[size_t(i)];
+    return (t.storage == StorageClass::Persistent ? persistent_.get() : transient_.get()) + t.offset;
+  }
+
+  const Plan* plan_ = nullptr;
+  std::unique_ptr<uint8_t, FreeDeleter> persistent_, transient_;
+  std::vector<cpu::TensorView> views_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+} // namespace hgp

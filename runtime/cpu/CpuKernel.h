@@ -1,0 +1,63 @@
+// CpuKernel.h - what a CPU executor receives, and helpers the executors share.
+//
+// Each op in runtime/plan/OpList.def has `Status exec<Name>(KernelArgs&)` in
+// runtime/cpu/<Family>Ops.cpp. Executors are written to be obviously right: plain loops over
+// row-major float32 data, with parallelFor (runtime/support/ThreadPool.h) on the outer loop of the
+// heavy ones and the blocked GEMM in Gemm.h for convolutions and matrix products. Shapes were
+// verified by the compiler, so executors may assume the shape rule holds; they still fail cleanly
+// (ErrorCode::Internal) on anything the rule does not cover rather than read out of bounds.
+#pragma once
+
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace hgp::cpu {
+
+/// A tensor's type and bytes, as an executor sees them.
+struct TensorView {
+  DType dtype = DType::F32;
+  const Shape* shape = nullptr;
+  void* data = nullptr;
+
+  int64_t numel() const { return numElements(*shape); }
+  int64_t rank() const { return int64_t(shape->size()); }
+  int64_t dim(int64_t i) const { return (*shape)[size_t(i)]; }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+  float* f32() const { return as<float>(); }
+};
+
+struct KernelArgs {
+  const PlanStep& step;
+  std::vector<TensorView> in, out;
+
+  const AttrMap& attrs() const { return step.attrs; }
+  /// An Internal error naming the step.
+  Status fail(const std::string& msg) const;
+};
+
+#define HGP_OP(Name, ...) Status exec##Name(KernelArgs& a);
+#include "runtime/plan/OpList.def"
+
+// ---- Shared helpers ------------------------------------------------------------------------
+
+/// Row-major strides of a shape.
+std::vector<int64_t> stridesOf(const Shape& s);
+
+/// Strides for reading a tensor of shape `s` as if broadcast to `out` (0 on broadcast dims).
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out);
+
+/// Sums `src` (of shape `from`) into a tensor of shape `to`, which `from` broadcasts from:
+/// the reduction that undoes a broadcast.
+void reduceToShape(const float* src, const Shape& from, float* dst, const Shape& to);
+
+/// Philox-4x32-10 (Salmon et al., SC'11): four 32-bit outputs for a 128-bit counter and a 64-bit
+/// key. Dropout on every backend draws from this, so masks agree bit for bit.
+void philox4x32(uint32_t counter[4], uint32_t key0, uint32_t key1, uint32_t out[4]);
+
+/// The uniform float in [0, 1) that dropout compares with its ratio, for element `index` at
+/// iteration `iter` of the dropout site (seed, key).
+float dropoutUniform(uint64_t seed, uint64_t key, uint64_t iter, uint64_t index);
+
+} // namespace hgp::cpu

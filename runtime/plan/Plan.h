@@ -1,0 +1,105 @@
+// Plan.h - the plan: what the compiler hands the runtime.
+//
+// A plan is a table of tensors with their storage, plus named programs, each a list of steps in
+// an order that respects every dependency. The runtime owns this schema (as IREE's runtime owns
+// its flatbuffer schemas): the compiler writes it, the backends execute it, and neither side
+// needs the other's code. docs/plan-format.md describes the text form, which is also the form a
+// bundle carries, so that what the tests compare is exactly what the executable runs.
+#pragma once
+
+#include "runtime/plan/Attr.h"
+#include "runtime/plan/OpKind.h"
+#include "runtime/plan/Types.h"
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+/// Where a tensor's bytes live. Persistent tensors (inputs, weights, state) keep their values
+/// across steps; transient ones (activations, gradients, scratch) are placed by the memory plan
+/// so that tensors with disjoint lifetimes share bytes.
+enum class StorageClass : uint8_t { Persistent, Transient };
+
+/// How a persistent tensor gets its first value.
+enum class InitKind : uint8_t {
+  None,  ///< Written before use (inputs) or by the program itself.
+  Zero,  ///< Zero-filled.
+  Fill,  ///< Every element set to `fillValue`.
+  Onnx,  ///< Copied from the bundle's ONNX template at byte `dataOffset`; --save writes the
+         ///< trained value back to the same bytes.
+  Const, ///< Copied from the bundle's constant blob at byte `dataOffset`.
+};
+
+/// The bytes InitKind::Onnx and InitKind::Const offsets point into.
+struct InitData {
+  std::span<const uint8_t> onnxTemplate;
+  std::span<const uint8_t> consts;
+};
+
+struct PlanTensor {
+  std::string name;
+  TensorRole role = TensorRole::Activation;
+  TensorType type;
+  StorageClass storage = StorageClass::Transient;
+  int64_t offset = 0; ///< Byte offset within its storage class's region.
+  InitKind init = InitKind::None;
+  double fillValue = 0;
+  int64_t dataOffset = -1; ///< For InitKind::Onnx and InitKind::Const.
+
+  int64_t bytes() const { return type.bytes(); }
+};
+
+/// One op invocation. Inputs and outputs index Plan::tensors.
+struct PlanStep {
+  OpKind op = OpKind::Relu;
+  AttrMap attrs;
+  std::vector<int> inputs, outputs;
+  std::string loc; ///< The source node's name, for errors and traces.
+  int stream = 0;  ///< The stream it runs on (0 unless the scheduler spreads work).
+};
+
+/// A named sequence of steps: "forward", "train" or "eval".
+struct PlanProgram {
+  std::string name;
+  std::vector<PlanStep> steps;
+};
+
+struct Plan {
+  static constexpr int kVersion = 1;
+
+  std::string modelName;
+  /// Compile-time settings the runner reports or needs (batch, loss, optimizer, ...).
+  AttrMap meta;
+  std::vector<PlanTensor> tensors;
+  std::vector<PlanProgram> programs;
+  /// Named tensors the runner uses: "input", "labels", "loss", "logits", "metrics", "iter",
+  /// "output.0", ... Sorted by name.
+  std::map<std::string, int> bindings;
+  /// Sizes of the two storage regions, in bytes.
+  int64_t persistentBytes = 0, transientBytes = 0;
+
+  /// The tensor index for a name, or -1.
+  int findTensor(const std::string& name) const;
+  /// The program with that name, or nullptr.
+  const PlanProgram* findProgram(const std::string& name) const;
+  /// The tensor bound to `name`, or -1.
+  int binding(const std::string& name) const;
+  /// Checks the structural invariants: indices in range, operand counts within the op table,
+  /// storage inside its region, 64-byte alignment, bindings valid, in-place steps aliased.
+  Status validate() const;
+};
+
+/// For ops that update a state in place (optimizers, BN running statistics, counters, the
+/// metrics ring): the input that result `output` overwrites, or -1. The plan gives the two the
+/// same storage, and the executors are written so that this aliasing is safe.
+int inplaceInputFor(OpKind op, int output);
+
+/// Prints the stable text form.
+std::string printPlan(const Plan& plan);
+/// Parses the text form; errors carry line and column.
+Expected<Plan> parsePlan(std::string_view text, const std::string& sourceName = "<plan>");
+
+} // namespace hgp

@@ -1,0 +1,307 @@
+// PlanText.cpp - the plan's text form: printer, parser and validation.
+#include "runtime/plan/Plan.h"
+
+#include "runtime/support/TextScanner.h"
+
+#include <algorithm>
+
+namespace hgp {
+
+int Plan::findTensor(const std::string& name) const {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].name == name) return int(i);
+  return -1;
+}
+
+const PlanProgram* Plan::findProgram(const std::string& name) const {
+  for (const auto& p : programs)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+int Plan::binding(const std::string& name) const {
+  auto it = bindings.find(name);
+  return it == bindings.end() ? -1 : it->second;
+}
+
+Status Plan::validate() const {
+  auto bad = [](const std::string& m) { return Status(ErrorCode::InvalidModel, "plan: " + m); };
+  for (const auto& t : tensors) {
+    for (int64_t d : t.type.shape)
+      if (d <= 0) return bad("tensor '" + t.name + "' has a non-positive dim");
+    int64_t region = t.storage == StorageClass::Persistent ? persistentBytes : transientBytes;
+    if (t.offset < 0 || t.offset % 64 != 0 || t.offset + t.bytes() > region)
+      return bad("tensor '" + t.name + "' lies outside its storage region or is misaligned");
+    if ((t.init == InitKind::Onnx || t.init == InitKind::Const) && t.dataOffset < 0)
+      return bad("tensor '" + t.name + "' has no data offset");
+    if (t.init != InitKind::None && t.storage != StorageClass::Persistent)
+      return bad("tensor '" + t.name + "' is initialized but transient");
+  }
+  auto inRange = [&](int i) { return i >= 0 && i < int(tensors.size()); };
+  for (const auto& p : programs) {
+    for (const auto& s : p.steps) {
+      const OpTraits& tr = opTraits(s.op);
+      int ni = int(s.inputs.size()), no = int(s.outputs.size());
+      if (ni < tr.minInputs || (tr.maxInputs >= 0 && ni > tr.maxInputs) || no < tr.minOutputs ||
+          (tr.maxOutputs >= 0 && no > tr.maxOutputs))
+        return bad(std::string("step ") + tr.name + " '" + s.loc + "' has a wrong operand count");
+      for (int i : s.inputs)
+        if (!inRange(i)) return bad("step '" + s.loc + "' reads a tensor out of range");
+      for (int i : s.outputs)
+        if (!inRange(i)) return bad("step '" + s.loc + "' writes a tensor out of range");
+      for (int o = 0; o < no; ++o) {
+        int in = inplaceInputFor(s.op, o);
+        if (in < 0 || in >= ni) continue;
+        const PlanTensor &a = tensors[size_t(s.inputs[size_t(in)])],
+                         &b = tensors[size_t(s.outputs[size_t(o)])];
+        if (a.storage != b.storage || a.offset != b.offset)
+          return bad(std::string("in-place step ") + tr.name + " '" + s.loc +
+                     "' does not write over its input");
+      }
+    }
+  }
+  for (const auto& [name, idx] : bindings)
+    if (!inRange(idx)) return bad("binding '" + name + "' is out of range");
+  return Status::ok();
+}
+
+int inplaceInputFor(OpKind op, int output) {
+  switch (op) {
+  case OpKind::BnRunningUpdate: return output; // running_mean, running_var
+  case OpKind::CounterIncrement:
+  case OpKind::MetricsLog: return output == 0 ? 0 : -1;
+  case OpKind::SgdUpdate: return output == 0 ? 0 : output == 1 ? 5 : -1;
+  case OpKind::AdamUpdate: return output == 0 ? 0 : output == 1 ? 5 : output == 2 ? 6 : -1;
+  default: return -1;
+  }
+}
+
+namespace {
+
+const char* initName(InitKind k) {
+  switch (k) {
+  case InitKind::None: return "";
+  case InitKind::Zero: return "zero";
+  case InitKind::Fill: return "fill";
+  case InitKind::Onnx: return "onnx";
+  case InitKind::Const: return "const";
+  }
+  return "";
+}
+
+void appendTensorRef(std::string& out, const Plan& plan, int idx) {
+  out += '%';
+  appendName(out, plan.tensors[size_t(idx)].name);
+}
+
+} // namespace
+
+std::string printPlan(const Plan& plan) {
+  std::string out = "hgpc-plan " + std::to_string(Plan::kVersion) + "\n";
+  out += "model ";
+  appendQuoted(out, plan.modelName);
+  out += "\n";
+  if (!plan.meta.empty()) out += "meta " + plan.meta.toString() + "\n";
+  out += "storage persistent " + std::to_string(plan.persistentBytes) + " transient " +
+         std::to_string(plan.transientBytes) + "\n";
+  for (const auto& t : plan.tensors) {
+    out += "tensor %";
+    appendName(out, t.name);
+    out += std::string(" ") + roleName(t.role) + " " + typeToString(t.type) + " @";
+    out += t.storage == StorageClass::Persistent ? 'p' : 't';
+    out += std::to_string(t.offset);
+    if (t.init == InitKind::Fill) out += " fill=" + formatDouble(t.fillValue);
+    else if (t.init == InitKind::Onnx) out += " onnx=" + std::to_string(t.dataOffset);
+    else if (t.init == InitKind::Const) out += " const=" + std::to_string(t.dataOffset);
+    else if (t.init != InitKind::None) out += std::string(" ") + initName(t.init);
+    out += "\n";
+  }
+  for (const auto& [name, idx] : plan.bindings) {
+    out += "bind ";
+    appendName(out, name);
+    out += ' ';
+    appendTensorRef(out, plan, idx);
+    out += "\n";
+  }
+  for (const auto& p : plan.programs) {
+    out += "program ";
+    appendName(out, p.name);
+    out += " {\n";
+    for (const auto& s : p.steps) {
+      out += "  ";
+      for (size_t i = 0; i < s.outputs.size(); ++i) {
+        if (i) out += ", ";
+        appendTensorRef(out, plan, s.outputs[i]);
+      }
+      out += std::string(" = ") + opName(s.op) + "(";
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        if (i) out += ", ";
+        appendTensorRef(out, plan, s.inputs[i]);
+      }
+      out += ")";
+      if (!s.attrs.empty()) out += " " + s.attrs.toString();
+      if (s.stream != 0) out += " stream=" + std::to_string(s.stream);
+      if (!s.loc.empty()) {
+        out += " loc(";
+        appendQuoted(out, s.loc);
+        out += ")";
+      }
+      out += "\n";
+    }
+    out += "}\n";
+  }
+  return out;
+}
+
+namespace {
+
+class PlanParser {
+public:
+  PlanParser(std::string_view text, const std::string& source) : s_(text, source) {}
+
+  Expected<Plan> parse() {
+    HGP_TRY(s_.expectWord("hgpc-plan"));
+    HGP_ASSIGN_OR_RETURN(int64_t version, s_.integer());
+    if (version != Plan::kVersion)
+      return s_.error("plan version " + std::to_string(version) + " is not supported (expected " +
+                      std::to_string(Plan::kVersion) + ")");
+    while (!s_.atEnd()) {
+      HGP_ASSIGN_OR_RETURN(std::string kw, s_.word());
+      if (kw == "model") {
+        HGP_ASSIGN_OR_RETURN(plan_.modelName, s_.quoted());
+      } else if (kw == "meta") {
+        HGP_ASSIGN_OR_RETURN(plan_.meta, AttrMap::parse(s_));
+      } else if (kw == "storage") {
+        HGP_TRY(s_.expectWord("persistent"));
+        HGP_ASSIGN_OR_RETURN(plan_.persistentBytes, s_.integer());
+        HGP_TRY(s_.expectWord("transient"));
+        HGP_ASSIGN_OR_RETURN(plan_.transientBytes, s_.integer());
+      } else if (kw == "tensor") {
+        HGP_TRY(parseTensor());
+      } else if (kw == "bind") {
+        HGP_ASSIGN_OR_RETURN(std::string name, s_.peek() == '"' ? s_.quoted() : s_.word());
+        HGP_ASSIGN_OR_RETURN(int idx, tensorRef());
+        plan_.bindings[name] = idx;
+      } else if (kw == "program") {
+        HGP_TRY(parseProgram());
+      } else {
+        return s_.error("unexpected '" + kw + "'");
+      }
+    }
+    HGP_TRY(plan_.validate());
+    return std::move(plan_);
+  }
+
+private:
+  Expected<int> tensorRef() {
+    HGP_ASSIGN_OR_RETURN(std::string name, s_.percentName());
+    auto it = index_.find(name);
+    if (it == index_.end()) return s_.error("unknown tensor %" + name);
+    return it->second;
+  }
+
+  Status parseTensor() {
+    PlanTensor t;
+    HGP_ASSIGN_OR_RETURN(t.name, s_.percentName());
+    if (index_.count(t.name)) return s_.error("tensor %" + t.name + " defined twice");
+    HGP_ASSIGN_OR_RETURN(std::string role, s_.word());
+    HGP_ASSIGN_OR_RETURN(t.role, parseRole(role));
+    HGP_ASSIGN_OR_RETURN(t.type, parseType());
+    HGP_TRY(s_.expect('@'));
+    HGP_ASSIGN_OR_RETURN(std::string where, s_.word());
+    if (where.size() < 2 || (where[0] != 'p' && where[0] != 't'))
+      return s_.error("expected @p<offset> or @t<offset>");
+    t.storage = where[0] == 'p' ? StorageClass::Persistent : StorageClass::Transient;
+    try {
+      t.offset = std::stoll(where.substr(1));
+    } catch (...) {
+      return s_.error("bad storage offset '" + where + "'");
+    }
+    if (s_.consumeWord("zero")) {
+      t.init = InitKind::Zero;
+    } else if (s_.consumeWord("fill")) {
+      HGP_TRY(s_.expect('='));
+      t.init = InitKind::Fill;
+      HGP_ASSIGN_OR_RETURN(t.fillValue, s_.number());
+    } else if (s_.consumeWord("onnx")) {
+      HGP_TRY(s_.expect('='));
+      t.init = InitKind::Onnx;
+      HGP_ASSIGN_OR_RETURN(t.dataOffset, s_.integer());
+    } else if (s_.consumeWord("const")) {
+      HGP_TRY(s_.expect('='));
+      t.init = InitKind::Const;
+      HGP_ASSIGN_OR_RETURN(t.dataOffset, s_.integer());
+    }
+    index_[t.name] = int(plan_.tensors.size());
+    plan_.tensors.push_back(std::move(t));
+    return Status::ok();
+  }
+
+  Expected<TensorType> parseType() {
+    TensorType tt;
+    HGP_ASSIGN_OR_RETURN(std::string word, s_.word());
+    HGP_ASSIGN_OR_RETURN(tt.dtype, parseDType(word));
+    HGP_TRY(s_.expect('['));
+    if (!s_.consume(']')) {
+      do {
+        HGP_ASSIGN_OR_RETURN(int64_t d, s_.integer());
+        tt.shape.push_back(d);
+      } while (s_.consume(','));
+      HGP_TRY(s_.expect(']'));
+    }
+    return tt;
+  }
+
+  Status parseProgram() {
+    PlanProgram p;
+    HGP_ASSIGN_OR_RETURN(p.name, s_.peek() == '"' ? s_.quoted() : s_.word());
+    HGP_TRY(s_.expect('{'));
+    while (!s_.consume('}')) {
+      if (s_.atEnd()) return s_.error("unterminated program");
+      PlanStep st;
+      do {
+        HGP_ASSIGN_OR_RETURN(int o, tensorRef());
+        st.outputs.push_back(o);
+      } while (s_.consume(','));
+      HGP_TRY(s_.expect('='));
+      HGP_ASSIGN_OR_RETURN(std::string op, s_.word());
+      HGP_ASSIGN_OR_RETURN(st.op, parseOpKind(op));
+      HGP_TRY(s_.expect('('));
+      if (!s_.consume(')')) {
+        do {
+          HGP_ASSIGN_OR_RETURN(int i, tensorRef());
+          st.inputs.push_back(i);
+        } while (s_.consume(','));
+        HGP_TRY(s_.expect(')'));
+      }
+      if (s_.peek() == '{') {
+        HGP_ASSIGN_OR_RETURN(st.attrs, AttrMap::parse(s_));
+      }
+      if (s_.consumeWord("stream")) {
+        HGP_TRY(s_.expect('='));
+        HGP_ASSIGN_OR_RETURN(int64_t stream, s_.integer());
+        st.stream = int(stream);
+      }
+      if (s_.consumeWord("loc")) {
+        HGP_TRY(s_.expect('('));
+        HGP_ASSIGN_OR_RETURN(st.loc, s_.quoted());
+        HGP_TRY(s_.expect(')'));
+      }
+      p.steps.push_back(std::move(st));
+    }
+    plan_.programs.push_back(std::move(p));
+    return Status::ok();
+  }
+
+  TextScanner s_;
+  Plan plan_;
+  std::map<std::string, int> index_;
+};
+
+} // namespace
+
+Expected<Plan> parsePlan(std::string_view text, const std::string& sourceName) {
+  return PlanParser(text, sourceName).parse();
+}
+
+} // namespace hgp
