@@ -165,6 +165,7 @@ public:
   std::vector<Value*>& mutableOutputs() { return outputs_; }
   void addCarry(Value* state, Value* next) { carries_.push_back({state, next}); }
   const std::vector<Carry>& carries() const { return carries_; }
+  std::vector<Carry>& mutableCarries() { return carries_; }
 
   // --- Lookup -------------------------------------------------------------------------------
   Value* findValue(const std::string& name) const;

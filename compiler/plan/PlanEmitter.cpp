@@ -20,11 +20,6 @@ public:
     for (const auto& src : programs) HGP_TRY(addPersistent(*src.graph));
     out_.plan.persistentBytes = persistentEnd_;
     for (const auto& src : programs) HGP_TRY(addProgram(src));
-    for (const auto& [bindName, valueName] : opts_.bindings) {
-      int idx = out_.plan.findTensor(valueName);
-      if (idx < 0) return internal("binding '" + bindName + "' names unknown value '" + valueName + "'");
-      out_.plan.bindings[bindName] = idx;
-    }
     HGP_TRY(out_.plan.validate());
     return std::move(out_);
   }
@@ -47,19 +42,19 @@ private:
       t.offset = persistentEnd_;
       persistentEnd_ = alignUp(persistentEnd_ + t.bytes());
       if (const TensorData* d = v->data()) {
-        auto it = opts_.templateOffsets.find(d->onnxName);
-        if (!d->onnxName.empty() && it != opts_.templateOffsets.end()) {
-          t.init = InitKind::Onnx;
+        auto it = opts_.fileOffsets.find(d->onnxName);
+        if (!d->onnxName.empty() && it != opts_.fileOffsets.end()) {
+          t.init = InitKind::File;
           t.dataOffset = it->second;
         } else if (d->bytes.empty()) {
           t.init = InitKind::Zero;
         } else {
           if (int64_t(d->bytes.size()) != t.bytes())
             return internal("data of '" + v->name() + "' has the wrong size");
-          t.init = InitKind::Const;
-          t.dataOffset = int64_t(out_.consts.size());
-          out_.consts.insert(out_.consts.end(), d->bytes.begin(), d->bytes.end());
-          out_.consts.resize(size_t(alignUp(int64_t(out_.consts.size()))));
+          t.init = InitKind::Data;
+          t.dataOffset = int64_t(out_.data.size());
+          out_.data.insert(out_.data.end(), d->bytes.begin(), d->bytes.end());
+          out_.data.resize(size_t(alignUp(int64_t(out_.data.size()))));
         }
       } else if (v->role() == TensorRole::State) {
         t.init = InitKind::Zero;
@@ -103,10 +98,11 @@ private:
           step.outputs.push_back(ct->second);
           continue;
         }
-        if (out_.plan.findTensor(v->name()) >= 0)
-          return internal("value name '" + v->name() + "' is used in two programs");
         PlanTensor t;
         t.name = v->name();
+        if (out_.plan.findTensor(t.name) >= 0) t.name = src.name + "/" + t.name;
+        if (out_.plan.findTensor(t.name) >= 0)
+          return internal("value name '" + t.name + "' is used twice");
         t.role = v->role();
         t.type = v->type();
         t.storage = StorageClass::Transient;
@@ -116,6 +112,12 @@ private:
         step.outputs.push_back(index[v]);
       }
       prog.steps.push_back(std::move(step));
+    }
+    for (const auto& [bindName, valueName] : src.bindings) {
+      const Value* v = g.findValue(valueName);
+      if (!v || !index.count(v))
+        return internal("binding '" + bindName + "' names unknown value '" + valueName + "'");
+      out_.plan.bindings[bindName] = index.at(v);
     }
     out_.plan.programs.push_back(std::move(prog));
     return Status::ok();

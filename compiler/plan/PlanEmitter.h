@@ -5,6 +5,7 @@
 // "eval" program share weights. Node results are placed in the transient arena by the memory
 // plan (passes/MemoryPlan.h); each carry's result takes its state's storage, which requires the
 // producing op to update that state in place (inplaceInputFor) after every other read of it.
+// A transient name that an earlier program already used is prefixed with "<program>/".
 #pragma once
 
 #include "compiler/ir/Graph.h"
@@ -19,23 +20,24 @@ namespace hgp {
 struct ProgramSource {
   std::string name;
   const Graph* graph;
+  /// Plan binding name -> name of a value in this graph.
+  std::map<std::string, std::string> bindings;
 };
 
 struct EmitOptions {
   std::string modelName;
   AttrMap meta;
-  /// Byte offset in the bundle's ONNX template of each ONNX initializer, by initializer name.
-  /// Parameters, states and constants whose data names an initializer found here start from the
-  /// template; other data goes to the constant blob.
-  std::map<std::string, int64_t> templateOffsets;
-  /// Plan binding name -> value name (looked up in the graphs, first match wins).
-  std::map<std::string, std::string> bindings;
+  /// With `hgpc compile --weights reference`: the byte offset of each ONNX initializer's
+  /// raw data within the model file, by initializer name. Tensors whose data names an
+  /// initializer found here are read from the file at start (InitKind::File); all other
+  /// initial data is copied into the bundle's data section (InitKind::Data).
+  std::map<std::string, int64_t> fileOffsets;
 };
 
 struct EmittedPlan {
   Plan plan;
-  /// Bytes for InitKind::Const tensors.
-  std::vector<uint8_t> consts;
+  /// The data section: bytes for InitKind::Data tensors, each 64-byte aligned.
+  std::vector<uint8_t> data;
 };
 
 Expected<EmittedPlan> emitPlan(const std::vector<ProgramSource>& programs,

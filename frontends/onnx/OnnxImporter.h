@@ -74,4 +74,9 @@ struct OnnxTemplate {
 };
 Expected<OnnxTemplate> buildOnnxTemplate(const std::string& path, bool inferenceForm);
 
+/// For `hgpc compile --weights reference`: the byte offset, within the model file itself, of the
+/// raw_data of every initializer stored inline as raw_data (initializers in typed fields or
+/// external files are absent and get embedded instead).
+Expected<std::map<std::string, int64_t>> onnxInitializerFileOffsets(const std::string& path);
+
 } // namespace hgp

@@ -48,9 +48,9 @@ public:
         }
         break;
       }
-      case InitKind::Onnx:
-      case InitKind::Const: {
-        auto src = t.init == InitKind::Onnx ? data.onnxTemplate : data.consts;
+      case InitKind::Data:
+      case InitKind::File: {
+        auto src = t.init == InitKind::Data ? data.data : data.file;
         if (t.dataOffset < 0 || size_t(t.dataOffset) + size_t(t.bytes()) > src.size())
           return Status(ErrorCode::InvalidModel,
                         "initial value of '" + t.name + "' lies outside the bundled data");

@@ -25,18 +25,18 @@ enum class StorageClass : uint8_t { Persistent, Transient };
 
 /// How a persistent tensor gets its first value.
 enum class InitKind : uint8_t {
-  None,  ///< Written before use (inputs) or by the program itself.
-  Zero,  ///< Zero-filled.
-  Fill,  ///< Every element set to `fillValue`.
-  Onnx,  ///< Copied from the bundle's ONNX template at byte `dataOffset`; --save writes the
-         ///< trained value back to the same bytes.
-  Const, ///< Copied from the bundle's constant blob at byte `dataOffset`.
+  None, ///< Written before use (inputs) or by the program itself.
+  Zero, ///< Zero-filled.
+  Fill, ///< Every element set to `fillValue`.
+  Data, ///< Copied from the bundle's data section at byte `dataOffset`.
+  File, ///< Copied from the model file the bundle references, at byte `dataOffset`
+        ///< (hgpc compile --weights reference).
 };
 
-/// The bytes InitKind::Onnx and InitKind::Const offsets point into.
+/// The bytes that InitKind::Data and InitKind::File offsets point into.
 struct InitData {
-  std::span<const uint8_t> onnxTemplate;
-  std::span<const uint8_t> consts;
+  std::span<const uint8_t> data;
+  std::span<const uint8_t> file;
 };
 
 struct PlanTensor {
@@ -47,7 +47,7 @@ struct PlanTensor {
   int64_t offset = 0; ///< Byte offset within its storage class's region.
   InitKind init = InitKind::None;
   double fillValue = 0;
-  int64_t dataOffset = -1; ///< For InitKind::Onnx and InitKind::Const.
+  int64_t dataOffset = -1; ///< For InitKind::Data and InitKind::File.
 
   int64_t bytes() const { return type.bytes(); }
 };

@@ -32,7 +32,7 @@ Status Plan::validate() const {
     int64_t region = t.storage == StorageClass::Persistent ? persistentBytes : transientBytes;
     if (t.offset < 0 || t.offset % 64 != 0 || t.offset + t.bytes() > region)
       return bad("tensor '" + t.name + "' lies outside its storage region or is misaligned");
-    if ((t.init == InitKind::Onnx || t.init == InitKind::Const) && t.dataOffset < 0)
+    if ((t.init == InitKind::Data || t.init == InitKind::File) && t.dataOffset < 0)
       return bad("tensor '" + t.name + "' has no data offset");
     if (t.init != InitKind::None && t.storage != StorageClass::Persistent)
       return bad("tensor '" + t.name + "' is initialized but transient");
@@ -83,8 +83,8 @@ const char* initName(InitKind k) {
   case InitKind::None: return "";
   case InitKind::Zero: return "zero";
   case InitKind::Fill: return "fill";
-  case InitKind::Onnx: return "onnx";
-  case InitKind::Const: return "const";
+  case InitKind::Data: return "data";
+  case InitKind::File: return "file";
   }
   return "";
 }
@@ -111,8 +111,8 @@ std::string printPlan(const Plan& plan) {
     out += t.storage == StorageClass::Persistent ? 'p' : 't';
     out += std::to_string(t.offset);
     if (t.init == InitKind::Fill) out += " fill=" + formatDouble(t.fillValue);
-    else if (t.init == InitKind::Onnx) out += " onnx=" + std::to_string(t.dataOffset);
-    else if (t.init == InitKind::Const) out += " const=" + std::to_string(t.dataOffset);
+    else if (t.init == InitKind::Data || t.init == InitKind::File)
+      out += std::string(" ") + initName(t.init) + "=" + std::to_string(t.dataOffset);
     else if (t.init != InitKind::None) out += std::string(" ") + initName(t.init);
     out += "\n";
   }
@@ -223,13 +223,13 @@ private:
       HGP_TRY(s_.expect('='));
       t.init = InitKind::Fill;
       HGP_ASSIGN_OR_RETURN(t.fillValue, s_.number());
-    } else if (s_.consumeWord("onnx")) {
+    } else if (s_.consumeWord("data")) {
       HGP_TRY(s_.expect('='));
-      t.init = InitKind::Onnx;
+      t.init = InitKind::Data;
       HGP_ASSIGN_OR_RETURN(t.dataOffset, s_.integer());
-    } else if (s_.consumeWord("const")) {
+    } else if (s_.consumeWord("file")) {
       HGP_TRY(s_.expect('='));
-      t.init = InitKind::Const;
+      t.init = InitKind::File;
       HGP_ASSIGN_OR_RETURN(t.dataOffset, s_.integer());
     }
     index_[t.name] = int(plan_.tensors.size());

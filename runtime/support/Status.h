@@ -119,5 +119,6 @@ private:
   lhs = std::move(*tmp)
 
 /// Evaluates an Expected<T>; returns its error, or assigns its value to `lhs` (which may be a
-/// declaration such as `auto x`).
+/// declaration such as `auto x`). It expands to several statements: put braces around it under
+/// an `if` (the compiler rejects the unbraced form, it never miscompiles it).
 #define HGP_ASSIGN_OR_RETURN(lhs, expr) HGP_ASSIGN_IMPL(HGP_CONCAT(_hgp_e, __LINE__), lhs, expr)

@@ -1,0 +1,144 @@
+#include "compiler/driver/Compile.h"
+
+#include "compiler/ir/Clone.h"
+#include "compiler/ir/Printer.h"
+#include "passes/TrainGraphNames.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace hgp {
+
+namespace {
+
+AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
+  AttrMap m;
+  m.setString("producer", c.info.producerName + " " + c.info.producerVersion);
+  m.setInt("opset", c.info.opsetVersion);
+  m.setInt("batch", c.info.batch);
+  int64_t params = 0;
+  for (const Value* v : c.forward->graphValues())
+    if (v->role() == TensorRole::Param) params += v->type().numElements();
+  m.setInt("parameters", params);
+  if (!o.training) return m;
+  const TrainOptions& t = o.train;
+  m.setString("loss", t.loss);
+  m.setString("optimizer", t.optimizer);
+  m.setFloat("lr", t.lr);
+  m.setString("schedule", t.schedule);
+  m.setInt("classes", c.forward->outputs()[0]->shape().back());
+  m.setInt("metrics_ring", t.metricsRing);
+  m.setInt("seed", int64_t(t.seed));
+  return m;
+}
+
+} // namespace
+
+Expected<Compilation> compileModel(const CompileOptions& o) {
+  Compilation c;
+  c.ctx.train = o.train;
+  c.ctx.printAfterAll = o.printAfterAll;
+  c.ctx.log = o.log;
+  if (o.training) HGP_TRY(o.train.validate());
+
+  OnnxImportOptions io;
+  io.batch = o.batch;
+  HGP_ASSIGN_OR_RETURN(OnnxImportResult imported, importOnnxFile(o.modelPath, io));
+  c.info = imported.info;
+  c.forward = std::move(imported.graph);
+  HGP_TRY_CTX(verifyGraph(*c.forward), "the imported graph is invalid");
+  HGP_TRY(runPipeline(*c.forward, forwardPipeline(), c.ctx));
+
+  std::vector<ProgramSource> programs;
+  if (!o.training) {
+    ProgramSource fwd{"forward", c.forward.get(), {}};
+    for (size_t i = 0; i < c.forward->outputs().size(); ++i)
+      fwd.bindings["output." + std::to_string(i)] = c.forward->outputs()[i]->name();
+    int k = 0;
+    for (const Value* v : c.forward->graphValues())
+      if (v->role() == TensorRole::Input) fwd.bindings["input." + std::to_string(k++)] = v->name();
+    programs.push_back(fwd);
+  } else {
+    std::vector<const Value*> inputs;
+    for (const Value* v : c.forward->graphValues())
+      if (v->role() == TensorRole::Input) inputs.push_back(v);
+    if (inputs.size() != 1)
+      return Status(ErrorCode::InvalidModel,
+                    "training needs a model with exactly one data input; this one has " +
+                        std::to_string(inputs.size()));
+    std::string inputName = inputs[0]->name();
+    HGP_ASSIGN_OR_RETURN(c.train, cloneGraph(*c.forward));
+    HGP_ASSIGN_OR_RETURN(c.eval, cloneGraph(*c.forward));
+    c.train->setName(c.forward->name() + ".train");
+    c.eval->setName(c.forward->name() + ".eval");
+    std::string logitsName = c.forward->outputs()[0]->name();
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? trainPipeline() : o.passes, c.ctx));
+    PassContext evalCtx;
+    evalCtx.train = o.train;
+    evalCtx.printAfterAll = o.printAfterAll;
+    evalCtx.log = o.log;
+    HGP_TRY(runPipeline(*c.eval, evalPipeline(), evalCtx));
+    // The eval program also returns the logits, so the host can score a padded last batch.
+    if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
+    programs.push_back({"train", c.train.get(),
+                        {{"input", inputName},
+                         {"labels", names::kLabels},
+                         {"loss", names::kLoss},
+                         {"metrics", names::kMetrics},
+                         {"iter", names::kIter},
+                         {"opt_step", names::kOptStep}}});
+    programs.push_back({"eval", c.eval.get(),
+                        {{"eval.loss", names::kLoss},
+                         {"eval.correct", names::kCorrect},
+                         {"eval.logits", logitsName}}});
+  }
+
+  EmitOptions eo;
+  eo.modelName = c.info.graphName.empty() ? std::filesystem::path(o.modelPath).stem().string()
+                                          : c.info.graphName;
+  eo.meta = planMeta(c, o);
+  if (o.referenceWeights) {
+    HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
+  }
+  HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  return c;
+}
+
+Expected<Bundle> bundleCompilation(const Compilation& c, const CompileOptions& o) {
+  Bundle b;
+  b.planText = printPlan(c.emitted.plan);
+  b.data = c.emitted.data;
+  if (o.referenceWeights) {
+    std::error_code ec;
+    b.fileRefPath = std::filesystem::absolute(o.modelPath, ec).string();
+    b.fileRefSize = int64_t(std::filesystem::file_size(o.modelPath, ec));
+  }
+  if (!o.training) return b;
+  HGP_ASSIGN_OR_RETURN(OnnxTemplate t, buildOnnxTemplate(o.modelPath, /*inferenceForm=*/true));
+  // Cut out the bytes of every tensor the runner will write back at --save.
+  std::vector<SpliceEntry> cuts;
+  for (const PlanTensor& pt : c.emitted.plan.tensors) {
+    if (pt.role != TensorRole::Param && pt.role != TensorRole::State) continue;
+    const Value* v = c.forward->findValue(pt.name);
+    if (!v || !v->data() || v->data()->onnxName.empty()) continue;
+    auto it = t.initializerOffsets.find(v->data()->onnxName);
+    if (it == t.initializerOffsets.end()) continue;
+    cuts.push_back({it->second, pt.bytes(), pt.name});
+  }
+  std::sort(cuts.begin(), cuts.end(),
+            [](const SpliceEntry& a, const SpliceEntry& b) { return a.offset < b.offset; });
+  int64_t from = 0, removed = 0;
+  for (SpliceEntry& cut : cuts) {
+    if (cut.offset < from || cut.offset + cut.bytes > int64_t(t.bytes.size()))
+      return Status(ErrorCode::Internal, "the save template's offsets overlap");
+    b.saveTemplate.insert(b.saveTemplate.end(), t.bytes.begin() + from, t.bytes.begin() + cut.offset);
+    from = cut.offset + cut.bytes;
+    cut.offset -= removed;
+    removed += cut.bytes;
+  }
+  b.saveTemplate.insert(b.saveTemplate.end(), t.bytes.begin() + from, t.bytes.end());
+  b.splices = std::move(cuts);
+  return b;
+}
+
+} // namespace hgp

@@ -1,0 +1,49 @@
+// Compile.h - the compile pipeline behind `hgpc compile`: import, passes, plan, bundle.
+//
+//   model.onnx --frontend--> forward graph --canonicalize--> (forward program, or)
+//     copy 1 --train pipeline--> train graph      (loss, backward, optimizer)
+//     copy 2 --eval pipeline---> eval graph       (inference-mode BN, loss, accuracy)
+//   --emitter--> plan with programs "train" and "eval" (or "forward") --> bundle --> executable
+#pragma once
+
+#include "compiler/plan/PlanEmitter.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "passes/Pass.h"
+#include "runtime/bundle/Bundle.h"
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace hgp {
+
+struct CompileOptions {
+  std::string modelPath;
+  int64_t batch = 0;
+  /// False: a forward-only plan (program "forward"), as for inference or conformance tests.
+  bool training = true;
+  TrainOptions train;
+  /// Replaces the train pipeline's pass list when non-empty (--passes).
+  std::vector<std::string> passes;
+  bool printAfterAll = false;
+  std::ostream* log = nullptr;
+  /// --weights reference: read initial weights from the model file at start instead of
+  /// embedding them in the executable.
+  bool referenceWeights = false;
+};
+
+struct Compilation {
+  OnnxModelInfo info;
+  std::unique_ptr<Graph> forward; ///< As imported and canonicalized.
+  std::unique_ptr<Graph> train, eval;
+  EmittedPlan emitted;
+  PassContext ctx;
+};
+
+Expected<Compilation> compileModel(const CompileOptions& options);
+
+/// Packs a compilation into a bundle: the plan text, the data section, and the save template
+/// with the trained tensors cut out.
+Expected<Bundle> bundleCompilation(const Compilation& c, const CompileOptions& options);
+
+} // namespace hgp

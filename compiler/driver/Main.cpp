@@ -1,0 +1,159 @@
+// Main.cpp - the hgpc command-line tool.
+//
+//   hgpc inspect MODEL.onnx [--batch N]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//
+// Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
+// error (docs/exit-codes.md).
+#include "compiler/driver/Compile.h"
+#include "compiler/driver/Inspect.h"
+#include "compiler/ir/Printer.h"
+
+#include <CLI/CLI.hpp>
+#include <llvm/Support/Signals.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <unistd.h>
+
+namespace hgp {
+namespace {
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "hgpc: %s\n", st.toString().c_str());
+  return exitCodeFor(st.code());
+}
+
+/// The prebuilt runner: $HGPC_RUNNER, or hgpc-runner next to this executable.
+std::string runnerPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("HGPC_RUNNER")) return env;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "hgpc-runner").string();
+}
+
+void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
+  cmd->add_option("--loss", t.loss, "cross-entropy or mse (against one-hot labels)")
+      ->check(CLI::IsMember({"cross-entropy", "mse"}));
+  cmd->add_option("--label-smoothing", t.labelSmoothing, "label smoothing for cross-entropy");
+  cmd->add_option("--aux-loss-weight", t.auxLossWeight,
+                  "weight of auxiliary outputs' losses (0 ignores them)");
+  cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", t.lr, "learning rate");
+  cmd->add_option("--momentum", t.momentum, "SGD momentum");
+  cmd->add_option("--dampening", t.dampening, "SGD dampening");
+  cmd->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
+  cmd->add_option("--weight-decay", t.weightDecay,
+                  "weight decay (default: 0 for SGD and Adam, 0.01 for AdamW)");
+  cmd->add_option("--beta1", t.beta1, "Adam beta1");
+  cmd->add_option("--beta2", t.beta2, "Adam beta2");
+  cmd->add_option("--eps", t.eps, "Adam epsilon");
+  cmd->add_option("--schedule", t.schedule, "constant, step, multistep or cosine")
+      ->check(CLI::IsMember({"constant", "step", "multistep", "cosine"}));
+  cmd->add_option("--step-size", t.stepSize, "steps between decays (step schedule)");
+  cmd->add_option("--gamma", t.gamma, "decay factor (step and multistep schedules)");
+  cmd->add_option("--milestones", t.milestones, "steps at which to decay (multistep)")
+      ->delimiter(',');
+  cmd->add_option("--t-max", t.tMax, "steps of one cosine half-period");
+  cmd->add_option("--eta-min", t.etaMin, "the cosine schedule's floor");
+  cmd->add_option("--warmup-steps", t.warmupSteps, "steps of linear warmup");
+  cmd->add_option("--warmup-factor", t.warmupFactor, "warmup's starting fraction of the LR");
+  cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
+  cmd->add_option("--metrics-every", t.metricsRing,
+                  "steps between metric read-backs (the on-device ring's size)");
+}
+
+int runCompile(CompileOptions& o, const std::string& out, const std::string& emit,
+               const std::string& runner, bool stats) {
+  o.log = &std::cout;
+  auto compiled = compileModel(o);
+  if (!compiled) return fail(compiled.status());
+  Compilation& c = *compiled;
+  if (emit == "ir") std::cout << printGraph(*c.forward);
+  else if (emit == "train-ir") {
+    if (!c.train) return fail(Status(ErrorCode::Usage, "--emit train-ir needs a training compile"));
+    std::cout << printGraph(*c.train) << printGraph(*c.eval);
+  } else if (emit == "plan") std::cout << printPlan(c.emitted.plan);
+  if (stats)
+    for (const auto& [k, v] : c.ctx.stats) std::cerr << "stat " << k << " = " << v << "\n";
+  if (out.empty()) {
+    if (emit.empty())
+      return fail(Status(ErrorCode::Usage, "nothing to do: pass -o EXE or --emit ir|train-ir|plan"));
+    return 0;
+  }
+  auto bundle = bundleCompilation(c, o);
+  if (!bundle) return fail(bundle.status());
+  Status st = writeExecutable(runnerPath(runner), *bundle, out);
+  if (!st) return fail(st);
+  const Plan& p = c.emitted.plan;
+  std::fprintf(stderr, "hgpc: wrote %s (%s, batch %lld, %lld parameters, arena %.1f MiB)\n",
+               out.c_str(), o.training ? "training" : "forward only",
+               (long long)p.meta.getInt("batch"), (long long)p.meta.getInt("parameters"),
+               double(p.persistentBytes + p.transientBytes) / (1 << 20));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  llvm::sys::PrintStackTraceOnErrorSignal(argv[0]);
+  CLI::App app{"hgpc: an ahead-of-time training compiler for convolutional networks"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hgpc 0.1.0");
+
+  std::string model;
+  int64_t batch = 0;
+  auto* inspect = app.add_subcommand("inspect", "print a model's inputs, outputs, parameters, "
+                                                "op histogram and per-layer shapes and FLOPs");
+  inspect->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  inspect->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+
+  CompileOptions co;
+  std::string out, emit, runner, passes;
+  bool forwardOnly = false, stats = false;
+  std::string weights = "embed";
+  auto* compile = app.add_subcommand("compile", "compile a model into a training executable");
+  compile->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  compile->add_option("-o,--output", out, "the executable to write");
+  compile->add_option("--emit", emit, "also print: ir (imported), train-ir, plan")
+      ->check(CLI::IsMember({"ir", "train-ir", "plan"}));
+  compile->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  compile->add_flag("--forward-only", forwardOnly, "compile the forward pass only (no training)");
+  compile->add_option("--weights", weights,
+                      "embed: carry initial weights in the executable; reference: read them from "
+                      "the model file at start")
+      ->check(CLI::IsMember({"embed", "reference"}));
+  compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
+  compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
+  compile->add_flag("--stats", stats, "print pass statistics");
+  compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  addTrainingOptions(compile, co.train);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : exitCodeFor(ErrorCode::Usage);
+  }
+
+  if (inspect->parsed()) {
+    Status st = inspectModel(model, batch, std::cout);
+    return st.isOk() ? 0 : fail(st);
+  }
+  co.modelPath = model;
+  co.batch = batch;
+  co.training = !forwardOnly;
+  co.referenceWeights = weights == "reference";
+  for (size_t b = 0, e; b < passes.size(); b = e + 1) {
+    e = passes.find(',', b);
+    if (e == std::string::npos) e = passes.size();
+    if (e > b) co.passes.push_back(passes.substr(b, e - b));
+  }
+  return runCompile(co, out, emit, runner, stats);
+}
+
+} // namespace
+} // namespace hgp
+
+int main(int argc, char** argv) { return hgp::main(argc, argv); }

@@ -1,0 +1,68 @@
+#include "passes/Pass.h"
+
+#include "compiler/ir/Printer.h"
+
+namespace hgp {
+
+const std::vector<PassInfo>& allPasses() {
+  static const std::vector<PassInfo> passes = {
+#define HGP_PASS(Name, Fn, Description) {Name, &Fn, Description},
+#include "passes/PassRegistry.def"
+  };
+  return passes;
+}
+
+Expected<PassFn> lookupPass(const std::string& name) {
+  std::string known;
+  for (const auto& p : allPasses()) {
+    if (name == p.name) return p.fn;
+    known += std::string(known.empty() ? "" : ", ") + p.name;
+  }
+  return Status(ErrorCode::Usage, "unknown pass '" + name + "' (known: " + known + ")");
+}
+
+Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext& ctx) {
+  for (const std::string& name : passes) {
+    HGP_ASSIGN_OR_RETURN(PassFn fn, lookupPass(name));
+    HGP_TRY_CTX(fn(g, ctx), "pass " + name);
+    Status st = verifyGraph(g);
+    if (!st.isOk())
+      return Status(ErrorCode::Internal, "the IR is invalid after pass " + name + ": " + st.message());
+    if (ctx.printAfterAll && ctx.log)
+      *ctx.log << "// ----- IR after " << name << " (" << g.name() << ") -----\n" << printGraph(g);
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> forwardPipeline() { return {"canonicalize"}; }
+std::vector<std::string> trainPipeline() {
+  return {"canonicalize", "add-loss", "add-step-counter", "autodiff", "add-optimizer"};
+}
+std::vector<std::string> evalPipeline() { return {"canonicalize", "eval-mode", "add-loss"}; }
+
+Status TrainOptions::validate() const {
+  auto bad = [](const std::string& m) { return Status(ErrorCode::Usage, m); };
+  if (loss != "cross-entropy" && loss != "mse")
+    return bad("--loss must be cross-entropy or mse, not '" + loss + "'");
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1)) return bad("--label-smoothing must be in [0, 1]");
+  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
+    return bad("--optimizer must be sgd, adam or adamw, not '" + optimizer + "'");
+  if (!(lr >= 0)) return bad("--lr must be >= 0");
+  if (!(momentum >= 0)) return bad("--momentum must be >= 0");
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return bad("--nesterov needs --momentum > 0 and zero dampening");
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) return bad("betas must be in [0, 1)");
+  if (!(eps >= 0)) return bad("--eps must be >= 0");
+  if (schedule != "constant" && schedule != "step" && schedule != "multistep" &&
+      schedule != "cosine")
+    return bad("--schedule must be constant, step, multistep or cosine, not '" + schedule + "'");
+  if (schedule == "step" && stepSize < 1) return bad("--schedule step needs --step-size >= 1");
+  if (schedule == "multistep" && milestones.empty())
+    return bad("--schedule multistep needs --milestones");
+  if (schedule == "cosine" && tMax < 1) return bad("--schedule cosine needs --t-max >= 1");
+  if (warmupSteps < 0) return bad("--warmup-steps must be >= 0");
+  if (metricsRing < 1 || metricsRing > 4096) return bad("the metrics ring must hold 1 to 4096 rows");
+  return Status::ok();
+}
+
+} // namespace hgp

@@ -1,0 +1,89 @@
+// Pass.h - the pass infrastructure: options, the registry and pipelines.
+//
+// A pass is a function over one Graph. Passes are registered by name in PassRegistry.def (one
+// list, as LLVM's PassRegistry.def), so a pipeline is a plain list of names: `hgpc compile
+// --passes=a,b` runs exactly those, and `--print-after-all` prints the IR after each one.
+// Training options travel in the PassContext; passes that build the training step read them.
+#pragma once
+
+#include "compiler/ir/Graph.h"
+
+#include <functional>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+/// What `hgpc compile` was asked to train with. Defaults are torch.optim's.
+struct TrainOptions {
+  std::string loss = "cross-entropy"; ///< "cross-entropy" or "mse" (against one-hot labels).
+  double labelSmoothing = 0;
+  /// Weight of the losses of the model's other outputs (auxiliary classifiers); 0 ignores them.
+  double auxLossWeight = 0;
+
+  std::string optimizer = "sgd"; ///< "sgd", "adam" or "adamw".
+  double lr = 0.01;
+  double momentum = 0, dampening = 0;
+  bool nesterov = false;
+  /// -1 means the optimizer's default: 0 for SGD and Adam, 0.01 for AdamW.
+  double weightDecay = -1;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+
+  std::string schedule = "constant"; ///< "constant", "step", "multistep" or "cosine".
+  int64_t stepSize = 0;
+  double gamma = 0.1;
+  std::vector<int64_t> milestones;
+  int64_t tMax = 0;
+  double etaMin = 0;
+  int64_t warmupSteps = 0;
+  double warmupFactor = 1.0 / 3.0;
+
+  uint64_t seed = 0;
+  /// Rows in the on-device metrics ring: the host reads metrics back every this many steps.
+  int64_t metricsRing = 16;
+
+  double effectiveWeightDecay() const {
+    return weightDecay >= 0 ? weightDecay : optimizer == "adamw" ? 0.01 : 0.0;
+  }
+  /// Checks ranges and combinations; errors are usage errors (exit code 2).
+  Status validate() const;
+};
+
+/// Per-run state shared by the passes of a pipeline.
+struct PassContext {
+  TrainOptions train;
+  bool printAfterAll = false;
+  std::ostream* log = nullptr; ///< Where --print-after-all writes.
+  /// Counters passes bump ("autodiff.nodes-added"), printed with --stats.
+  std::map<std::string, int64_t> stats;
+  /// Filled by autodiff: each parameter and the value holding its gradient.
+  std::vector<std::pair<Value*, Value*>> paramGrads;
+};
+
+using PassFn = Status (*)(Graph&, PassContext&);
+
+#define HGP_PASS(Name, Fn, Description) Status Fn(Graph& g, PassContext& ctx);
+#include "passes/PassRegistry.def"
+
+struct PassInfo {
+  const char* name;
+  PassFn fn;
+  const char* description;
+};
+
+/// Every registered pass, in registry order.
+const std::vector<PassInfo>& allPasses();
+/// Looks a pass up by name; a usage error lists the known names.
+Expected<PassFn> lookupPass(const std::string& name);
+/// Runs the named passes in order, verifying the graph after each, and printing it after each
+/// when ctx.printAfterAll is set.
+Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext& ctx);
+
+/// The standard pipelines.
+std::vector<std::string> forwardPipeline();
+std::vector<std::string> trainPipeline();
+std::vector<std::string> evalPipeline();
+
+} // namespace hgp

@@ -1,0 +1,37 @@
+// Gradient rules for normalization.
+#include "passes/autodiff/GradContext.h"
+
+namespace hgp {
+
+namespace {
+Status batchNormGrad(GradContext& ctx, Value* mean, Value* var, bool batchStats) {
+  AttrMap a;
+  a.setFloat("epsilon", ctx.attrs().getFloat("epsilon"));
+  a.setInt("batch_stats", batchStats ? 1 : 0);
+  HGP_ASSIGN_OR_RETURN(auto g, ctx.emit(OpKind::BatchNormBwd,
+                                        {ctx.outGrad(0), ctx.in(0), ctx.in(1), mean, var}, a));
+  ctx.setInputGrad(0, g[0]);
+  ctx.setInputGrad(1, g[1]);
+  ctx.setInputGrad(2, g[2]);
+  return Status::ok();
+}
+} // namespace
+
+// Only Y carries a gradient; the batch statistics feed the running-statistics update, which is
+// not differentiated (as in PyTorch).
+Status gradBatchNormTrain(GradContext& ctx) {
+  if (!ctx.outGrad(0)) return Status::ok();
+  return batchNormGrad(ctx, ctx.out(1), ctx.out(2), true);
+}
+
+// An inference-mode BatchNorm inside a training graph is a frozen affine map.
+Status gradBatchNorm(GradContext& ctx) { return batchNormGrad(ctx, ctx.in(3), ctx.in(4), false); }
+
+Status gradLRN(GradContext& ctx) {
+  HGP_ASSIGN_OR_RETURN(Value * dx, ctx.emit1(OpKind::LRNBwd, {ctx.outGrad(0), ctx.in(0), ctx.out(0)},
+                                             ctx.attrs()));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
+} // namespace hgp

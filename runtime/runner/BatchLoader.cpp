@@ -1,0 +1,89 @@
+#include "runtime/runner/BatchLoader.h"
+
+#include <numeric>
+
+namespace hgp {
+
+std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(epoch) + 0x632BE59BD9B4E019ull);
+  auto next = [&] {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (int64_t i = n - 1; i > 0; --i) {
+    // Unbiased bounded draw by rejection.
+    uint64_t bound = uint64_t(i) + 1, limit = UINT64_MAX - UINT64_MAX % bound, r;
+    do r = next();
+    while (r >= limit);
+    std::swap(order[size_t(i)], order[size_t(r % bound)]);
+  }
+  return order;
+}
+
+BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
+                         bool dropLast, int64_t epoch, int64_t index)
+    : data_(data), batch_(batch), shuffle_(shuffle), dropLast_(dropLast), seed_(seed),
+      epoch_(epoch), index_(index) {
+  perEpoch_ = dropLast ? data.size() / batch : (data.size() + batch - 1) / batch;
+  if (perEpoch_ > 0) thread_ = std::thread([this] { produce(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order) {
+  int64_t per = numElements(data_.sampleShape());
+  b.epoch = epoch;
+  b.index = index;
+  b.images.resize(size_t(batch_ * per));
+  b.labels.resize(size_t(batch_));
+  int64_t first = index * batch_;
+  b.valid = std::min(batch_, data_.size() - first);
+  for (int64_t r = 0; r < batch_; ++r) {
+    int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
+    data_.get(sample, b.images.data() + r * per, &b.labels[size_t(r)]);
+  }
+}
+
+void BatchLoader::produce() {
+  int64_t epoch = epoch_, index = index_;
+  std::vector<int64_t> order = epochOrder(data_.size(), shuffle_, seed_, epoch);
+  for (;;) {
+    auto b = std::make_unique<Batch>();
+    fill(*b, epoch, index, order);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || ready_.size() < 2; });
+      if (stop_) return;
+      ready_.push_back(std::move(b));
+    }
+    cv_.notify_all();
+    if (++index == perEpoch_) {
+      index = 0;
+      order = epochOrder(data_.size(), shuffle_, seed_, ++epoch);
+    }
+  }
+}
+
+std::unique_ptr<Batch> BatchLoader::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !ready_.empty(); });
+  auto b = std::move(ready_.front());
+  ready_.pop_front();
+  lock.unlock();
+  cv_.notify_all();
+  return b;
+}
+
+} // namespace hgp

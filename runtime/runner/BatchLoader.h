@@ -1,0 +1,61 @@
+// BatchLoader.h - batches from a Dataset, prepared on a background thread.
+//
+// A loader thread fills the next batches while the current step runs (two in flight), so the
+// backend does not wait for the host to decode and convert data. The order is deterministic:
+// with shuffling, epoch e uses a permutation drawn from (seed, e) by a portable generator, so a
+// resumed run sees exactly the batches the uninterrupted run would have. Training drops the
+// last partial batch (every step has the compiled batch size); evaluation pads it and reports
+// how many rows are real.
+#pragma once
+
+#include "runtime/runner/Dataset.h"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace hgp {
+
+struct Batch {
+  int64_t epoch = 0, index = 0; ///< Which epoch, and which batch within it.
+  int64_t valid = 0;            ///< Real rows (the rest repeat the last real sample).
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+};
+
+class BatchLoader {
+public:
+  /// `dropLast`: training mode (full batches only). Starts producing at (epoch, index).
+  BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed, bool dropLast,
+              int64_t epoch = 0, int64_t index = 0);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  int64_t batchesPerEpoch() const { return perEpoch_; }
+  /// The next batch, in order; blocks until it is ready.
+  std::unique_ptr<Batch> next();
+
+private:
+  void produce();
+  void fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order);
+
+  const Dataset& data_;
+  int64_t batch_, perEpoch_;
+  bool shuffle_, dropLast_;
+  uint64_t seed_;
+  int64_t epoch_, index_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Batch>> ready_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+/// The sample order of one epoch: the identity, or a Fisher-Yates shuffle seeded by (seed, epoch)
+/// with SplitMix64, which gives the same order on every platform.
+std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+} // namespace hgp

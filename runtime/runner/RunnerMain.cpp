@@ -1,0 +1,56 @@
+// RunnerMain.cpp - the command line of every executable hgpc generates.
+//
+//   EXE --data SPEC [--eval SPEC] (--epochs N | --steps N) [--device auto|cpu|cuda]
+//       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
+//       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
+//
+// Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
+// 7 diverged, 8 out of memory (docs/exit-codes.md).
+#include "runtime/runner/Trainer.h"
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+
+int main(int argc, char** argv) {
+  using namespace hgp;
+  CLI::App app{"Trains the model compiled into this executable (made by hgpc compile)."};
+  RunOptions o;
+  std::string shuffle = "on", progress = "auto";
+  uint64_t seed = 0;
+  app.add_option("--data", o.data, "training data: fashion-mnist:DIR, mnist:DIR, cifar10:DIR, "
+                                   "npy:IMAGES.npy,LABELS.npy or synthetic[:N]")
+      ->required();
+  app.add_option("--eval", o.eval, "evaluation data (same forms; idx and cifar10 use the test files)");
+  auto* epochs = app.add_option("--epochs", o.epochs, "epochs to train in this run");
+  auto* steps = app.add_option("--steps", o.steps, "steps to train in this run");
+  epochs->excludes(steps);
+  app.add_option("--device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--shuffle", shuffle, "on or off (off: batches in file order)")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--save", o.save, "write the trained model as ONNX");
+  app.add_option("--checkpoint-dir", o.checkpointDir, "write checkpoints here after every epoch");
+  app.add_option("--resume", o.resume, "continue from a checkpoint");
+  app.add_option("--metrics", o.metrics, "write per-step metrics as JSON lines");
+  app.add_option("--progress", progress, "auto, bar, plain or none")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
+  auto* seedOpt = app.add_option("--seed", seed, "data shuffling seed (default: the compiled --seed)");
+  app.add_option("--max-nonfinite", o.maxNonFinite,
+                 "stop after this many steps in a row with a non-finite loss or gradients");
+  try {
+    app.parse(argc, argv);
+    if (o.epochs <= 0 && o.steps <= 0)
+      throw CLI::ValidationError("--epochs or --steps", "give --epochs N or --steps N (N >= 1)");
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : exitCodeFor(ErrorCode::Usage);
+  }
+  o.shuffle = shuffle == "on";
+  static const std::map<std::string, ProgressMode> modes = {{"auto", ProgressMode::Auto},
+                                                            {"bar", ProgressMode::Bar},
+                                                            {"plain", ProgressMode::Plain},
+                                                            {"none", ProgressMode::None}};
+  o.progress = modes.at(progress);
+  if (seedOpt->count()) o.seed = seed;
+  return runTrainer("/proc/self/exe", o);
+}

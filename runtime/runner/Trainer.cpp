@@ -1,0 +1,293 @@
+#include "runtime/runner/Trainer.h"
+
+#include "runtime/Backend.h"
+#include "runtime/bundle/Bundle.h"
+#include "runtime/runner/BatchLoader.h"
+#include "runtime/runner/Checkpoint.h"
+#include "runtime/runner/Devices.h"
+#include "runtime/runner/MetricsLog.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace hgp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "error: %s\n", st.toString().c_str());
+  return exitCodeFor(st.code());
+}
+
+/// Everything a run holds on to.
+class Run {
+public:
+  Run(const RunOptions& o) : opt_(o) {}
+
+  Status setUp(const std::string& exePath) {
+    HGP_ASSIGN_OR_RETURN(bundle_, readBundleFromExecutable(exePath));
+    HGP_ASSIGN_OR_RETURN(plan_, parsePlan(bundle_.planText, "bundled plan"));
+    fingerprint_ = planFingerprint(bundle_.planText);
+    if (!plan_.findProgram("train"))
+      return Status(ErrorCode::Usage, "this executable was compiled with --forward-only and "
+                                      "cannot train; compile without it");
+    for (const char* b : {"input", "labels", "metrics", "iter"})
+      if (plan_.binding(b) < 0)
+        return Status(ErrorCode::InvalidModel, std::string("the plan binds no '") + b + "'");
+    HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device));
+    if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
+    HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
+
+    const PlanTensor& input = plan_.tensors[size_t(plan_.binding("input"))];
+    batch_ = input.type.shape[0];
+    DatasetRequirements req;
+    req.sampleShape.assign(input.type.shape.begin() + 1, input.type.shape.end());
+    req.classes = plan_.meta.getInt("classes");
+    req.batch = batch_;
+    req.seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
+    HGP_ASSIGN_OR_RETURN(train_, openDataset(opt_.data, Split::Train, req));
+    if (train_->size() < batch_)
+      return Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one batch (" +
+                                            std::to_string(batch_) + ")");
+    if (!opt_.eval.empty()) {
+      HGP_ASSIGN_OR_RETURN(eval_, openDataset(opt_.eval, Split::Test, req));
+    }
+    if (!opt_.metrics.empty()) {
+      HGP_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(opt_.metrics));
+    }
+    if (!opt_.checkpointDir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(opt_.checkpointDir, ec);
+      if (ec) return Status(ErrorCode::Io, "cannot create '" + opt_.checkpointDir + "': " + ec.message());
+    }
+    if (!opt_.resume.empty()) {
+      HGP_ASSIGN_OR_RETURN(pos_, readCheckpoint(opt_.resume, plan_, fingerprint_, *backend_));
+      std::fprintf(stderr, "resuming at step %lld (epoch %lld, batch %lld) from %s\n",
+                   (long long)pos_.step, (long long)pos_.epoch + 1, (long long)pos_.batch,
+                   opt_.resume.c_str());
+    }
+    ring_.resize(size_t(plan_.tensors[size_t(plan_.binding("metrics"))].type.numElements()));
+    return Status::ok();
+  }
+
+  /// Trains; returns the exit code.
+  int train() {
+    uint64_t seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
+    BatchLoader loader(*train_, batch_, opt_.shuffle, seed, /*dropLast=*/true, pos_.epoch, pos_.batch);
+    int64_t perEpoch = loader.batchesPerEpoch();
+    int64_t total = opt_.steps > 0 ? opt_.steps : opt_.epochs * perEpoch - pos_.batch;
+    std::fprintf(stderr, "training %s on %s: %lld steps of batch %lld (%lld per epoch) on %s\n",
+                 plan_.modelName.c_str(), train_->describe().c_str(), (long long)total,
+                 (long long)batch_, (long long)perEpoch, backend_->name());
+    progress_ = std::make_unique<Progress>(opt_.progress, total);
+    reported_ = startStep_ = pos_.step;
+    int input = plan_.binding("input"), labels = plan_.binding("labels");
+    windowStart_ = Clock::now();
+    auto runStart = Clock::now();
+    for (int64_t done = 0; done < total; ++done) {
+      std::unique_ptr<Batch> b = loader.next();
+      Status st = backend_->write(input, b->images.data());
+      if (st) st = backend_->write(labels, b->labels.data());
+      if (st) st = backend_->run("train");
+      if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
+      ++pos_.step;
+      windowEpochs_.push_back(b->epoch);
+      pos_.epoch = b->epoch;
+      pos_.batch = b->index + 1;
+      bool epochEnd = pos_.batch == perEpoch;
+      if (epochEnd) pos_.epoch += 1, pos_.batch = 0;
+      int64_t k = int64_t(ring_.size() / 4);
+      if (pos_.step % k == 0 || done + 1 == total || epochEnd) {
+        if (int code = report(); code != 0) return code;
+      }
+      if (epochEnd) {
+        if (int code = endOfEpoch(pos_.epoch - 1); code != 0) return code;
+      }
+    }
+    progress_->finish();
+    double secs = std::chrono::duration<double>(Clock::now() - runStart).count();
+    std::fprintf(stderr, "trained %lld steps in %.1f s (%.0f images/s)\n", (long long)total, secs,
+                 double(total * batch_) / std::max(secs, 1e-9));
+    if (eval_ && !evaluatedAtStep(pos_.step))
+      if (int code = evaluate(pos_.epoch); code != 0) return code;
+    if (!opt_.checkpointDir.empty() && lastCheckpointStep_ != pos_.step)
+      if (Status st = checkpoint(); !st) return fail(st);
+    if (!opt_.save.empty()) {
+      if (Status st = saveOnnx(opt_.save); !st) return fail(st);
+      std::fprintf(stderr, "saved the trained model to %s\n", opt_.save.c_str());
+    }
+    return 0;
+  }
+
+private:
+  Status loadReferencedWeights() {
+    std::ifstream in(bundle_.fileRefPath, std::ios::binary);
+    if (!in)
+      return Status(ErrorCode::Io, "this executable reads its initial weights from '" +
+                                       bundle_.fileRefPath + "', which cannot be opened");
+    fileBytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (int64_t(fileBytes_.size()) != bundle_.fileRefSize)
+      return Status(ErrorCode::BadData, "'" + bundle_.fileRefPath + "' changed since compilation "
+                                        "(size " + std::to_string(fileBytes_.size()) + ", was " +
+                                        std::to_string(bundle_.fileRefSize) + "); recompile");
+    return Status::ok();
+  }
+
+  /// Reads the metrics ring and reports every step since the last report.
+  int report() {
+    Status st = backend_->read(plan_.binding("metrics"), ring_.data());
+    if (!st) return fail(st);
+    auto now = Clock::now();
+    double secs = std::chrono::duration<double>(now - windowStart_).count();
+    int64_t steps = pos_.step - reported_;
+    double ips = double(steps * batch_) / std::max(secs, 1e-9);
+    windowStart_ = now;
+    int64_t k = int64_t(ring_.size() / 4);
+    for (int64_t s = reported_; s < pos_.step; ++s) {
+      const float* row = ring_.data() + (s % k) * 4;
+      float loss = row[0], ok = row[2], lr = row[3];
+      int64_t epoch = windowEpochs_[size_t(s - reported_)];
+      if (metrics_) metrics_->step(s + 1, epoch, loss, lr, ips, ok != 0);
+      lastLoss_ = loss;
+      if (ok == 0) {
+        ++nonFinite_;
+        progress_->note("step " + std::to_string(s + 1) + ": non-finite loss or gradients; the "
+                        "update was skipped (" + std::to_string(nonFinite_) + " in a row)");
+        if (nonFinite_ >= opt_.maxNonFinite) return diverged();
+      } else {
+        nonFinite_ = 0;
+      }
+    }
+    reported_ = pos_.step;
+    windowEpochs_.clear();
+    progress_->update(pos_.step - startStep_, pos_.epoch - (pos_.batch == 0 ? 1 : 0), lastLoss_, ips);
+    return 0;
+  }
+
+  int diverged() {
+    progress_->finish();
+    std::string dir = opt_.checkpointDir.empty() ? "." : opt_.checkpointDir;
+    std::string path = (std::filesystem::path(dir) / "checkpoint.hgpc").string();
+    Status st = writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_);
+    std::fprintf(stderr,
+                 "error: training diverged: %lld steps in a row had a non-finite loss or gradients "
+                 "(their updates were skipped, so the weights are from before them). State saved "
+                 "to %s%s. Try a lower --lr.\n",
+                 (long long)nonFinite_, path.c_str(), st ? "" : (" FAILED: " + st.message()).c_str());
+    return exitCodeFor(ErrorCode::Diverged);
+  }
+
+  int endOfEpoch(int64_t epoch) {
+    if (eval_)
+      if (int code = evaluate(epoch); code != 0) return code;
+    if (!opt_.checkpointDir.empty())
+      if (Status st = checkpoint(); !st) return fail(st);
+    return 0;
+  }
+
+  bool evaluatedAtStep(int64_t step) const { return lastEvalStep_ == step; }
+
+  int evaluate(int64_t epoch) {
+    lastEvalStep_ = pos_.step;
+    BatchLoader loader(*eval_, batch_, /*shuffle=*/false, 0, /*dropLast=*/false);
+    int input = plan_.binding("input"), labels = plan_.binding("labels");
+    int lossT = plan_.binding("eval.loss"), correctT = plan_.binding("eval.correct"),
+        logitsT = plan_.binding("eval.logits");
+    int64_t classes = plan_.tensors[size_t(logitsT)].type.shape[1];
+    std::vector<float> logits(size_t(batch_ * classes));
+    double lossSum = 0, correct = 0;
+    for (int64_t i = 0; i < loader.batchesPerEpoch(); ++i) {
+      std::unique_ptr<Batch> b = loader.next();
+      Status st = backend_->write(input, b->images.data());
+      if (st) st = backend_->write(labels, b->labels.data());
+      if (st) st = backend_->run("eval");
+      if (!st) return fail(std::move(st).withContext("evaluation"));
+      if (b->valid == batch_) {
+        float l = 0, c = 0;
+        if (!(st = backend_->read(lossT, &l)) || !(st = backend_->read(correctT, &c))) return fail(st);
+        lossSum += double(l) * double(batch_);
+        correct += c;
+        continue;
+      }
+      // A padded last batch: score its real rows on the host.
+      if (!(st = backend_->read(logitsT, logits.data()))) return fail(st);
+      for (int64_t r = 0; r < b->valid; ++r) {
+        const float* row = logits.data() + r * classes;
+        int64_t best = 0;
+        double mx = row[0];
+        for (int64_t c = 1; c < classes; ++c)
+          if (row[c] > row[best]) best = c;
+        for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, double(row[c]));
+        double sum = 0;
+        for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c]) - mx);
+        lossSum += std::log(sum) + mx - double(row[b->labels[size_t(r)]]);
+        correct += best == b->labels[size_t(r)];
+      }
+    }
+    double n = double(eval_->size());
+    double acc = correct / n, loss = lossSum / n;
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "eval after epoch %lld (step %lld): accuracy %.2f%% (%lld/%lld), loss %.4f",
+                  (long long)epoch + 1, (long long)pos_.step, 100 * acc, (long long)correct,
+                  (long long)n, loss);
+    progress_->note(msg);
+    if (metrics_) metrics_->eval(pos_.step, epoch, loss, acc);
+    return 0;
+  }
+
+  Status checkpoint() {
+    lastCheckpointStep_ = pos_.step;
+    std::string path = (std::filesystem::path(opt_.checkpointDir) / "checkpoint.hgpc").string();
+    return writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_);
+  }
+
+  Status saveOnnx(const std::string& path) {
+    std::vector<uint8_t> out;
+    size_t from = 0;
+    for (const SpliceEntry& s : bundle_.splices) {
+      out.insert(out.end(), bundle_.saveTemplate.begin() + long(from),
+                 bundle_.saveTemplate.begin() + long(s.offset));
+      int idx = plan_.findTensor(s.tensor);
+      if (idx < 0 || plan_.tensors[size_t(idx)].bytes() != s.bytes)
+        return Status(ErrorCode::Internal, "the save template names unknown tensor '" + s.tensor + "'");
+      size_t at = out.size();
+      out.resize(at + size_t(s.bytes));
+      HGP_TRY(backend_->read(idx, out.data() + at));
+      from = size_t(s.offset);
+    }
+    out.insert(out.end(), bundle_.saveTemplate.begin() + long(from), bundle_.saveTemplate.end());
+    return writeFileAtomically(path, out);
+  }
+
+  const RunOptions& opt_;
+  Bundle bundle_;
+  Plan plan_;
+  uint64_t fingerprint_ = 0;
+  std::unique_ptr<Backend> backend_;
+  std::vector<uint8_t> fileBytes_;
+  std::unique_ptr<Dataset> train_, eval_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<Progress> progress_;
+  CheckpointPosition pos_;
+  int64_t batch_ = 0, reported_ = 0, startStep_ = 0, nonFinite_ = 0;
+  int64_t lastEvalStep_ = -1, lastCheckpointStep_ = -1;
+  float lastLoss_ = 0;
+  std::vector<float> ring_;
+  std::vector<int64_t> windowEpochs_; ///< The epoch of each step not yet reported.
+  Clock::time_point windowStart_;
+};
+
+} // namespace
+
+int runTrainer(const std::string& exePath, const RunOptions& options) {
+  Run run(options);
+  if (Status st = run.setUp(exePath); !st) return fail(st);
+  return run.train();
+}
+
+} // namespace hgp

@@ -1,0 +1,33 @@
+// Trainer.h - the generated executable's job: train the bundled model on data.
+//
+// The runner loads its own bundle, picks a backend, and runs the plan's "train" program once per
+// batch, feeding data from a loader thread. Metrics are not read every step: the program logs
+// them into an on-device ring, which the host reads every K steps (K = the ring size), so a GPU
+// backend never waits on the host. After each epoch it evaluates (--eval) and checkpoints
+// (--checkpoint-dir). At the end it saves the trained model as ONNX (--save).
+#pragma once
+
+#include "runtime/runner/Progress.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hgp {
+
+struct RunOptions {
+  std::string data, eval;
+  int64_t epochs = 0, steps = 0; ///< Exactly one is positive: how much this run trains.
+  std::string device = "auto";
+  bool shuffle = true;
+  std::string save, checkpointDir, resume, metrics;
+  ProgressMode progress = ProgressMode::Auto;
+  std::optional<uint64_t> seed; ///< The shuffling seed; defaults to the compiled --seed.
+  int64_t maxNonFinite = 5;     ///< Consecutive skipped steps before the run stops.
+};
+
+/// Runs the executable `exePath` (normally /proc/self/exe) and returns the process exit code.
+int runTrainer(const std::string& exePath, const RunOptions& options);
+
+} // namespace hgp

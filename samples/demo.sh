@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make demo: compile the bundled LeNet-5 and train it for one epoch on Fashion-MNIST on this
+# machine (the CPU reference backend when there is no GPU), evaluate on the test set, and save
+# the trained model.
+set -euo pipefail
+build=${1:-build}
+data=/usr/share/datasets/fashion-mnist
+out=$build/demo
+mkdir -p "$out"
+start=$(date +%s)
+echo "== hgpc compile samples/lenet5.onnx -o $out/lenet5-train"
+"$build/bin/hgpc" compile samples/lenet5.onnx -o "$out/lenet5-train" --batch 64 \
+  --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 5e-4
+echo "== $out/lenet5-train --data fashion-mnist:$data --eval fashion-mnist:$data --epochs 1"
+"$out/lenet5-train" --data "fashion-mnist:$data" --eval "fashion-mnist:$data" --epochs 1 \
+  --metrics "$out/metrics.jsonl" --save "$out/lenet5-trained.onnx"
+echo "== done in $(( $(date +%s) - start )) s; trained model: $out/lenet5-trained.onnx, metrics: $out/metrics.jsonl"
