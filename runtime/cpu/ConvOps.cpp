@@ -1,0 +1,136 @@
+// ConvOps.cpp - CPU executors for Conv and ConvTranspose.
+//
+// Conv lowers each image and group to one GEMM over an im2col matrix (Im2col.h); depthwise
+// convolutions, where a GEMM would have a single row, use a direct loop instead. ConvTranspose
+// is the data gradient of the convolution it transposes, plus the bias.
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/Im2col.h"
+
+#include <algorithm>
+
+namespace hgp::cpu {
+
+namespace {
+
+/// Direct depthwise convolution: one output channel per input channel.
+void depthwiseForward(const ConvGeometry& g, const float* x, const float* w, float* y) {
+  const int64_t inVol = g.inVol(), outVol = g.outVol(), kVol = g.kVol();
+  parallelFor(g.n * g.inC, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xp = x + p * inVol;
+      const float* wc = w + (p % g.inC) * kVol;
+      float* yp = y + p * outVol;
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+            float acc = 0.f;
+            const float* wk = wc;
+            for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+              int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+              for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+                int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                for (int64_t kw = 0; kw < g.k[2]; ++kw, ++wk) {
+                  int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
+                  if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
+                    continue;
+                  acc += *wk * xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                }
+              }
+            }
+            yp[(od * g.out[1] + oh) * g.out[2] + ow] = acc;
+          }
+    }
+  });
+}
+
+/// The convolution of one image: every group's GEMM over its im2col matrix.
+void convImage(const ConvGeometry& g, const float* x, const float* w, float* y, float* col) {
+  const int64_t rows = g.colRows(), outVol = g.outVol();
+  for (int64_t grp = 0; grp < g.group; ++grp) {
+    const float* xg = x + grp * g.inCg() * g.inVol();
+    const float* cols = xg;
+    if (!g.isPointwise()) {
+      vol2col(xg, g.inCg(), g, col);
+      cols = col;
+    }
+    sgemm(false, false, g.outCg(), outVol, rows, 1.f, w + grp * g.outCg() * rows, rows, cols,
+          outVol, 0.f, y + grp * g.outCg() * outVol, outVol);
+  }
+}
+
+void convForward(const ConvGeometry& g, const float* x, const float* w, float* y) {
+  if (g.isDepthwise() && !g.isPointwise()) return depthwiseForward(g, x, w, y);
+  const int64_t colSize = g.isPointwise() ? 0 : g.colRows() * g.outVol();
+  auto images = [&](int64_t i0, int64_t i1) {
+    std::vector<float> col(static_cast<size_t>(colSize));
+    for (int64_t i = i0; i < i1; ++i)
+      convImage(g, x + i * g.inC * g.inVol(), w, y + i * g.outC * g.outVol(), col.data());
+  };
+  if (batchIsParallel(g.n))
+    parallelFor(g.n, 1, images);
+  else
+    images(0, g.n);
+}
+
+/// y[n, c, ...] += bias[c].
+void addBias(const float* bias, int64_t n, int64_t channels, int64_t vol, float* y) {
+  parallelFor(n * channels, std::max<int64_t>(1, kElementwiseGrain / vol),
+              [&](int64_t p0, int64_t p1) {
+                for (int64_t p = p0; p < p1; ++p) {
+                  float b = bias[p % channels];
+                  float* yp = y + p * vol;
+                  for (int64_t i = 0; i < vol; ++i) yp[i] += b;
+                }
+              });
+}
+
+Status checkConvOperands(const KernelArgs& a) {
+  HGP_TRY(checkArity(a, 2, 3, 1, 1));
+  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
+  return checkF32(a, a.out[0], "result");
+}
+
+} // namespace
+
+Status execConv(KernelArgs& a) {
+  HGP_TRY(checkConvOperands(a));
+  ConvGeometry g;
+  HGP_TRY(readConvGeometry(a, *a.in[0].shape, *a.in[1].shape, *a.out[0].shape,
+                           /*checkOutput=*/true, g));
+  if (a.in.size() == 3) HGP_TRY(checkShape(a, a.in[2], {g.outC}, "bias"));
+  float* y = a.out[0].f32();
+  convForward(g, a.in[0].f32(), a.in[1].f32(), y);
+  if (a.in.size() == 3) addBias(a.in[2].f32(), g.n, g.outC, g.outVol(), y);
+  return Status::ok();
+}
+
+Status execConvTranspose(KernelArgs& a) {
+  HGP_TRY(checkConvOperands(a));
+  // ConvTranspose(X, W) is the data gradient of the convolution Y' = conv(Y, W): X plays dY.
+  const Shape &x = *a.in[0].shape, &w = *a.in[1].shape, &y = *a.out[0].shape;
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || y.size() != x.size())
+    return a.fail("operands " + str(x) + ", " + str(w) + ", " + str(y) + " must have rank 3 to 5");
+  size_t r = x.size() - 2;
+  int64_t group = a.attrs().getInt("group", 1);
+  std::vector<int64_t> strides, pads, dilations, outPad;
+  HGP_TRY(readInts(a, "strides", r, strides));
+  HGP_TRY(readInts(a, "pads", 2 * r, pads));
+  HGP_TRY(readInts(a, "dilations", r, dilations));
+  HGP_TRY(readInts(a, "output_padding", r, outPad));
+  if (group < 1 || w[0] != x[1] || y[0] != x[0] || y[1] != w[1] * group)
+    return a.fail("channels do not fit: x " + str(x) + ", w " + str(w) + ", y " + str(y));
+  for (size_t i = 0; i < r; ++i) {
+    int64_t want = (x[2 + i] - 1) * strides[i] + (w[2 + i] - 1) * dilations[i] + 1 + outPad[i] -
+                   pads[i] - pads[r + i];
+    if (y[2 + i] != want)
+      return a.fail("output " + str(y) + " does not match the transposed convolution");
+  }
+  ConvGeometry g;
+  HGP_TRY(readConvGeometry(a, y, w, x, /*checkOutput=*/false, g));
+  if (a.in.size() == 3) HGP_TRY(checkShape(a, a.in[2], {g.inC}, "bias"));
+  convBackwardData(g, a.in[0].f32(), a.in[1].f32(), a.out[0].f32());
+  if (a.in.size() == 3) addBias(a.in[2].f32(), g.n, g.inC, g.inVol(), a.out[0].f32());
+  return Status::ok();
+}
+
+} // namespace hgp::cpu

@@ -1,0 +1,285 @@
+// NormOps.cpp - CPU executors for BatchNorm (inference, training, gradient, running statistics)
+// and LRN.
+//
+// Per-channel statistics and gradient sums accumulate in double and run in parallel over the
+// channels. X is [N, C, *S]; a channel's elements are N runs of prod(S) contiguous values.
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+
+namespace hgp::cpu {
+
+namespace {
+
+/// N, C and the per-image plane size of an [N, C, *S] tensor.
+struct ChannelLayout {
+  int64_t n = 0, c = 0, plane = 1;
+  explicit ChannelLayout(const Shape& s) : n(s[0]), c(s[1]) {
+    for (size_t i = 2; i < s.size(); ++i) plane *= s[i];
+  }
+  /// The offset of channel c's run in image i.
+  int64_t at(int64_t i, int64_t ch) const { return (i * c + ch) * plane; }
+  /// Elements per channel.
+  int64_t count() const { return n * plane; }
+};
+
+/// Checks X (rank >= 2, f32) and that inputs [first, first+count) are f32[C].
+Status checkChannelOperands(const KernelArgs& a, size_t x, size_t first, size_t count) {
+  HGP_TRY(checkF32(a, a.in[x], "X"));
+  if (a.in[x].rank() < 2) return a.fail("X must have at least 2 dims (N, C)");
+  int64_t c = a.in[x].dim(1);
+  for (size_t i = first; i < first + count; ++i) {
+    HGP_TRY(checkF32(a, a.in[i], "per-channel operand"));
+    HGP_TRY(checkShape(a, a.in[i], {c}, "per-channel operand"));
+  }
+  return Status::ok();
+}
+
+double epsilonOf(const KernelArgs& a) {
+  return a.attrs().getFloat("epsilon", 1e-5);
+}
+
+/// y = x * alpha[c] + beta[c] over every element of channel c.
+void applyChannelAffine(const ChannelLayout& l, const float* x, const std::vector<float>& alpha,
+                        const std::vector<float>& beta, float* y) {
+  parallelFor(l.n * l.c, std::max<int64_t>(1, kElementwiseGrain / l.plane),
+              [&](int64_t p0, int64_t p1) {
+                for (int64_t p = p0; p < p1; ++p) {
+                  float al = alpha[size_t(p % l.c)], be = beta[size_t(p % l.c)];
+                  const float* xp = x + p * l.plane;
+                  float* yp = y + p * l.plane;
+                  for (int64_t j = 0; j < l.plane; ++j) yp[j] = xp[j] * al + be;
+                }
+              });
+}
+
+} // namespace
+
+Status execBatchNorm(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 5, 5, 1, 1));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 4));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  ChannelLayout l(*a.in[0].shape);
+  const float *scale = a.in[1].f32(), *bias = a.in[2].f32(), *mean = a.in[3].f32(),
+              *var = a.in[4].f32();
+  double eps = epsilonOf(a);
+  std::vector<float> alpha(size_t(l.c)), beta(size_t(l.c));
+  for (int64_t c = 0; c < l.c; ++c) {
+    double al = double(scale[c]) / std::sqrt(double(var[c]) + eps);
+    alpha[size_t(c)] = float(al);
+    beta[size_t(c)] = float(double(bias[c]) - double(mean[c]) * al);
+  }
+  applyChannelAffine(l, a.in[0].f32(), alpha, beta, a.out[0].f32());
+  return Status::ok();
+}
+
+Status execBatchNormTrain(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 3, 3));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 2));
+  ChannelLayout l(*a.in[0].shape);
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  HGP_TRY(checkShape(a, a.out[1], {l.c}, "batch_mean"));
+  HGP_TRY(checkShape(a, a.out[2], {l.c}, "batch_var"));
+  const float *x = a.in[0].f32(), *scale = a.in[1].f32(), *bias = a.in[2].f32();
+  float *meanOut = a.out[1].f32(), *varOut = a.out[2].f32();
+  double eps = epsilonOf(a);
+  std::vector<float> alpha(size_t(l.c)), beta(size_t(l.c));
+  parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      // Two passes: the mean, then the biased variance around it.
+      double sum = 0;
+      for (int64_t i = 0; i < l.n; ++i)
+        for (int64_t j = 0; j < l.plane; ++j) sum += x[l.at(i, c) + j];
+      double mean = sum / double(l.count());
+      double sq = 0;
+      for (int64_t i = 0; i < l.n; ++i)
+        for (int64_t j = 0; j < l.plane; ++j) {
+          double d = x[l.at(i, c) + j] - mean;
+          sq += d * d;
+        }
+      double var = sq / double(l.count());
+      double al = double(scale[c]) / std::sqrt(var + eps);
+      alpha[size_t(c)] = float(al);
+      beta[size_t(c)] = float(double(bias[c]) - mean * al);
+      meanOut[c] = float(mean);
+      varOut[c] = float(var);
+    }
+  });
+  applyChannelAffine(l, x, alpha, beta, a.out[0].f32());
+  return Status::ok();
+}
+
+Status execBatchNormBwd(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 5, 5, 3, 3));
+  HGP_TRY(checkChannelOperands(a, 1, 2, 3));
+  HGP_TRY(checkF32(a, a.in[0], "dY"));
+  HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
+  ChannelLayout l(*a.in[1].shape);
+  HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
+  HGP_TRY(checkShape(a, a.out[1], {l.c}, "dscale"));
+  HGP_TRY(checkShape(a, a.out[2], {l.c}, "dbias"));
+  const float *dy = a.in[0].f32(), *x = a.in[1].f32(), *scale = a.in[2].f32(),
+              *mean = a.in[3].f32(), *var = a.in[4].f32();
+  float *dx = a.out[0].f32(), *dscale = a.out[1].f32(), *dbias = a.out[2].f32();
+  bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
+  double eps = epsilonOf(a);
+  parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double mu = mean[c], invstd = 1.0 / std::sqrt(double(var[c]) + eps);
+      double sumDy = 0, sumDyXhat = 0;
+      for (int64_t i = 0; i < l.n; ++i)
+        for (int64_t j = 0; j < l.plane; ++j) {
+          int64_t e = l.at(i, c) + j;
+          sumDy += dy[e];
+          sumDyXhat += double(dy[e]) * (double(x[e]) - mu) * invstd;
+        }
+      dbias[c] = float(sumDy);
+      dscale[c] = float(sumDyXhat);
+      double k = double(scale[c]) * invstd;
+      double m = double(l.count());
+      for (int64_t i = 0; i < l.n; ++i)
+        for (int64_t j = 0; j < l.plane; ++j) {
+          int64_t e = l.at(i, c) + j;
+          if (!batchStats) {
+            dx[e] = float(double(dy[e]) * k);
+            continue;
+          }
+          // The batch statistics depend on x: dx = k * (dy - mean(dy) - xhat * mean(dy*xhat)).
+          double xhat = (double(x[e]) - mu) * invstd;
+          dx[e] = float(k * (double(dy[e]) - sumDy / m - xhat * sumDyXhat / m));
+        }
+    }
+  });
+  return Status::ok();
+}
+
+Status execBnRunningUpdate(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 4, 5, 2, 2));
+  for (size_t i = 0; i < 4; ++i) {
+    HGP_TRY(checkF32(a, a.in[i], "statistic"));
+    HGP_TRY(checkShape(a, a.in[i], *a.in[0].shape, "statistic"));
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    HGP_TRY(checkF32(a, a.out[i], "running statistic"));
+    HGP_TRY(checkShape(a, a.out[i], *a.in[0].shape, "running statistic"));
+  }
+  if (a.in.size() == 5) HGP_TRY(checkScalar(a, a.in[4], DType::F32, "ok"));
+  bool skip = a.in.size() == 5 && a.in[4].f32()[0] == 0.f;
+  if (skip) {
+    copyBytes(a.out[0], a.in[0]);
+    copyBytes(a.out[1], a.in[1]);
+    return Status::ok();
+  }
+  double momentum = a.attrs().getFloat("momentum", 0.9);
+  double varFactor = 1.0;
+  if (a.attrs().getInt("unbiased", 0)) {
+    int64_t count = a.attrs().getInt("count", 0);
+    if (count < 2) return a.fail("an unbiased update needs count >= 2");
+    varFactor = double(count) / double(count - 1);
+  }
+  const float *rm = a.in[0].f32(), *rv = a.in[1].f32(), *bm = a.in[2].f32(), *bv = a.in[3].f32();
+  float *rmOut = a.out[0].f32(), *rvOut = a.out[1].f32();
+  // The outputs share storage with rm and rv: each element is read before it is written.
+  for (int64_t c = 0; c < a.in[0].numel(); ++c) {
+    double m = double(rm[c]) * momentum + double(bm[c]) * (1 - momentum);
+    double v = double(rv[c]) * momentum + double(bv[c]) * varFactor * (1 - momentum);
+    rmOut[c] = float(m);
+    rvOut[c] = float(v);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+struct LrnParams {
+  int64_t size = 1, lo = 0, hi = 0; ///< The window is channels [c - lo, c + hi].
+  double alpha = 1e-4, beta = 0.75, bias = 1.0;
+};
+
+Status readLrn(const KernelArgs& a, LrnParams& p) {
+  p.size = a.attrs().getInt("size", 0);
+  if (p.size < 1) return a.fail("LRN size must be positive");
+  p.lo = (p.size - 1) / 2;
+  p.hi = p.size - 1 - p.lo;
+  p.alpha = a.attrs().getFloat("alpha", 1e-4);
+  p.beta = a.attrs().getFloat("beta", 0.75);
+  p.bias = a.attrs().getFloat("bias", 1.0);
+  return Status::ok();
+}
+
+/// s[c] = bias + alpha/size * sum of x^2 over channel c's window, for one image and one spatial
+/// position (x and s step by `plane` between channels).
+void lrnScale(const LrnParams& p, const float* x, int64_t channels, int64_t plane, double* s) {
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0;
+    for (int64_t k = std::max<int64_t>(0, c - p.lo); k <= std::min(channels - 1, c + p.hi); ++k)
+      sum += double(x[k * plane]) * double(x[k * plane]);
+    s[c] = p.bias + p.alpha / double(p.size) * sum;
+  }
+}
+
+} // namespace
+
+Status execLRN(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "X"));
+  if (a.in[0].rank() < 3) return a.fail("LRN needs rank 3 or more");
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  LrnParams p;
+  HGP_TRY(readLrn(a, p));
+  ChannelLayout l(*a.in[0].shape);
+  const float* x = a.in[0].f32();
+  float* y = a.out[0].f32();
+  parallelFor(l.n * l.plane, 64, [&](int64_t q0, int64_t q1) {
+    std::vector<double> s(static_cast<size_t>(l.c));
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t base = (q / l.plane) * l.c * l.plane + q % l.plane;
+      lrnScale(p, x + base, l.c, l.plane, s.data());
+      for (int64_t c = 0; c < l.c; ++c) {
+        int64_t e = base + c * l.plane;
+        y[e] = float(double(x[e]) * std::pow(s[size_t(c)], -p.beta));
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status execLRNBwd(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 1, 1));
+  for (const auto& v : a.in) {
+    HGP_TRY(checkF32(a, v, "operand"));
+    HGP_TRY(checkShape(a, v, *a.in[0].shape, "operand"));
+  }
+  if (a.in[0].rank() < 3) return a.fail("LRN needs rank 3 or more");
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "dX"));
+  LrnParams p;
+  HGP_TRY(readLrn(a, p));
+  ChannelLayout l(*a.in[0].shape);
+  const float *dy = a.in[0].f32(), *x = a.in[1].f32(), *y = a.in[2].f32();
+  float* dx = a.out[0].f32();
+  // y_k = x_k * s_k^-beta, s_k = bias + alpha/size * sum_{j in window(k)} x_j^2, so
+  // dx_c = dy_c * s_c^-beta - 2*alpha*beta/size * x_c * sum_{k: c in window(k)} dy_k * y_k / s_k.
+  double coef = 2.0 * p.alpha * p.beta / double(p.size);
+  parallelFor(l.n * l.plane, 64, [&](int64_t q0, int64_t q1) {
+    std::vector<double> s(size_t(l.c)), t(size_t(l.c));
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t base = (q / l.plane) * l.c * l.plane + q % l.plane;
+      lrnScale(p, x + base, l.c, l.plane, s.data());
+      for (int64_t k = 0; k < l.c; ++k) {
+        int64_t e = base + k * l.plane;
+        t[size_t(k)] = double(dy[e]) * double(y[e]) / s[size_t(k)];
+      }
+      for (int64_t c = 0; c < l.c; ++c) {
+        // Channel c is in window(k) for k in [c - hi, c + lo].
+        double sum = 0;
+        for (int64_t k = std::max<int64_t>(0, c - p.hi); k <= std::min(l.c - 1, c + p.lo); ++k)
+          sum += t[size_t(k)];
+        int64_t e = base + c * l.plane;
+        dx[e] = float(double(dy[e]) * std::pow(s[size_t(c)], -p.beta) - coef * double(x[e]) * sum);
+      }
+    }
+  });
+  return Status::ok();
+}
+
+} // namespace hgp::cpu

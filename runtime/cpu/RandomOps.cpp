@@ -1,0 +1,48 @@
+// RandomOps.cpp - CPU executors for Dropout and its gradient.
+//
+// Element i is kept when dropoutUniform(seed, key, iter, i) >= ratio (compared in float) and is
+// then scaled by 1/(1-ratio). The mask is a pure function of (seed, key, iter, i), so the
+// gradient recomputes it and every backend draws the same one.
+#include "runtime/cpu/KernelUtil.h"
+
+namespace hgp::cpu {
+
+namespace {
+
+/// y = x * mask * scale; the identity when `iter` is absent or ratio is 0.
+Status applyDropout(KernelArgs& a, const TensorView* iter) {
+  HGP_TRY(checkF32(a, a.in[0], "input"));
+  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
+  double ratio = a.attrs().getFloat("ratio", 0.5);
+  if (!(ratio >= 0 && ratio < 1)) return a.fail("dropout ratio must be in [0, 1)");
+  if (!iter || ratio == 0) {
+    copyBytes(a.out[0], a.in[0]);
+    return Status::ok();
+  }
+  HGP_TRY(checkScalar(a, *iter, DType::I64, "iter"));
+  uint64_t seed = uint64_t(a.attrs().getInt("seed", 0)), key = uint64_t(a.attrs().getInt("key", 0));
+  uint64_t it = uint64_t(iter->as<int64_t>()[0]);
+  float threshold = float(ratio), scale = float(1.0 / (1.0 - ratio));
+  const float* x = a.in[0].f32();
+  float* y = a.out[0].f32();
+  parallelElementwise(a.in[0].numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = dropoutUniform(seed, key, it, uint64_t(i)) >= threshold ? x[i] * scale : 0.f;
+  });
+  return Status::ok();
+}
+
+} // namespace
+
+Status execDropout(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 2, 1, 1));
+  return applyDropout(a, a.in.size() == 2 ? &a.in[1] : nullptr);
+}
+
+Status execDropoutBwd(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 2, 2, 1, 1));
+  return applyDropout(a, &a.in[1]);
+}
+
+} // namespace hgp::cpu

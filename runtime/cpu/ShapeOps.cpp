@@ -1,0 +1,280 @@
+// ShapeOps.cpp - CPU executors for data movement: Concat, Split, Slice, Reshape, Transpose,
+// Pad, Expand, and the gradients of Slice and Pad.
+//
+// The pure data-movement ops copy elements of dtypeSize bytes and so work for every dtype; Pad
+// and the gradients produce values and are f32 only, as their shape rules say.
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cstring>
+
+namespace hgp::cpu {
+
+namespace {
+
+/// The product of dims [from, to) of s.
+int64_t dimProduct(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+Status checkSameDType(const KernelArgs& a) {
+  for (const auto& v : a.in)
+    if (v.dtype != a.in[0].dtype) return a.fail("operands must have the same dtype");
+  for (const auto& v : a.out)
+    if (v.dtype != a.in[0].dtype) return a.fail("results must have the dtype of the operands");
+  return Status::ok();
+}
+
+/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split).
+Status checkStacking(const KernelArgs& a, const std::vector<TensorView>& parts,
+                     const TensorView& whole, int64_t axis) {
+  if (axis < 0 || axis >= whole.rank()) return a.fail("axis out of range");
+  int64_t total = 0;
+  for (const auto& p : parts) {
+    if (p.rank() != whole.rank()) return a.fail("operands must have the same rank");
+    for (int64_t d = 0; d < whole.rank(); ++d)
+      if (d != axis && p.dim(d) != whole.dim(d))
+        return a.fail(str(*p.shape) + " differs from " + str(*whole.shape) + " off the axis");
+    total += p.dim(axis);
+  }
+  if (total != whole.dim(axis)) return a.fail("the parts do not add up along the axis");
+  return Status::ok();
+}
+
+/// Copies each part's [outer, axisLen*inner] block to or from the whole tensor.
+void stackCopy(const std::vector<TensorView>& parts, const TensorView& whole, int64_t axis,
+               bool toWhole) {
+  int64_t es = dtypeSize(whole.dtype);
+  int64_t outer = dimProduct(*whole.shape, 0, size_t(axis));
+  int64_t inner = dimProduct(*whole.shape, size_t(axis) + 1, whole.shape->size());
+  int64_t wholeRow = whole.dim(axis) * inner * es;
+  int64_t offset = 0;
+  for (const auto& p : parts) {
+    int64_t partRow = p.dim(axis) * inner * es;
+    auto* wp = static_cast<uint8_t*>(whole.data) + offset;
+    auto* pp = static_cast<uint8_t*>(p.data);
+    parallelFor(outer, std::max<int64_t>(1, kElementwiseGrain * 4 / std::max<int64_t>(partRow, 1)),
+                [&](int64_t o0, int64_t o1) {
+                  for (int64_t o = o0; o < o1; ++o) {
+                    if (toWhole)
+                      std::memcpy(wp + o * wholeRow, pp + o * partRow, size_t(partRow));
+                    else
+                      std::memcpy(pp + o * partRow, wp + o * wholeRow, size_t(partRow));
+                  }
+                });
+    offset += partRow;
+  }
+}
+
+/// The source strides and base offset that read Slice's result out of X (in elements).
+Status sliceView(const KernelArgs& a, const Shape& x, const Shape& y, std::vector<int64_t>& strides,
+                 int64_t& base) {
+  size_t r = x.size();
+  if (y.size() != r) return a.fail("Slice result rank differs from the input rank");
+  std::vector<int64_t> starts, ends, steps;
+  HGP_TRY(readInts(a, "starts", r, starts));
+  HGP_TRY(readInts(a, "ends", r, ends));
+  HGP_TRY(readInts(a, "steps", r, steps));
+  std::vector<int64_t> xs = stridesOf(x);
+  strides.assign(r, 0);
+  base = 0;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t st = starts[i], en = ends[i], sp = steps[i], count;
+    if (sp > 0 && st >= 0 && st <= x[i] && en >= st && en <= x[i])
+      count = (en - st + sp - 1) / sp;
+    else if (sp < 0 && st >= 0 && st < x[i] && en >= -1 && en <= st)
+      count = (st - en - sp - 1) / -sp;
+    else
+      return a.fail("slice bounds are not normalized along dim " + std::to_string(i));
+    if (count != y[i]) return a.fail("Slice result " + str(y) + " does not match the bounds");
+    strides[i] = sp * xs[i];
+    base += st * xs[i];
+  }
+  return Status::ok();
+}
+
+/// For each dim, the input index that each padded position reads, or -1 (a constant fill).
+Status padMaps(const KernelArgs& a, const Shape& x, const Shape& y,
+               std::vector<std::vector<int64_t>>& maps) {
+  size_t r = x.size();
+  std::vector<int64_t> pads;
+  HGP_TRY(readInts(a, "pads", 2 * r, pads));
+  std::string mode = a.attrs().getString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return a.fail("Pad mode '" + mode + "' is not supported");
+  if (y.size() != r) return a.fail("Pad result rank differs from the input rank");
+  maps.assign(r, {});
+  for (size_t d = 0; d < r; ++d) {
+    int64_t before = pads[d], n = x[d];
+    if (y[d] != n + before + pads[r + d]) return a.fail("Pad result " + str(y) + " does not match");
+    if (mode != "constant" && (before < 0 || pads[r + d] < 0))
+      return a.fail("negative pads are only supported in constant mode");
+    if (mode == "reflect" && (before >= n || pads[r + d] >= n))
+      return a.fail("reflect padding must be smaller than the dim it pads");
+    for (int64_t o = 0; o < y[d]; ++o) {
+      int64_t i = o - before;
+      if (i < 0 || i >= n) {
+        if (mode == "constant")
+          i = -1;
+        else if (mode == "edge")
+          i = i < 0 ? 0 : n - 1;
+        else
+          i = i < 0 ? -i : 2 * (n - 1) - i; // reflect excludes the edge element
+      }
+      maps[d].push_back(i);
+    }
+  }
+  return Status::ok();
+}
+
+/// Calls fn(outputIndex, inputIndex or -1) for every element of the padded tensor y.
+template <typename Fn>
+void forEachPadded(const Shape& x, const Shape& y, const std::vector<std::vector<int64_t>>& maps,
+                   Fn&& fn) {
+  std::vector<int64_t> xs = stridesOf(x);
+  size_t r = y.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t n = numElements(y);
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t in = 0;
+    for (size_t d = 0; d < r && in >= 0; ++d) {
+      int64_t m = maps[d][size_t(idx[d])];
+      in = m < 0 ? -1 : in + m * xs[d];
+    }
+    fn(o, in);
+    for (int64_t d = int64_t(r) - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < y[size_t(d)]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
+
+} // namespace
+
+Status execConcat(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, SIZE_MAX, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  int64_t axis = a.attrs().getInt("axis", -1);
+  HGP_TRY(checkStacking(a, a.in, a.out[0], axis));
+  stackCopy(a.in, a.out[0], axis, /*toWhole=*/true);
+  return Status::ok();
+}
+
+Status execSplit(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, SIZE_MAX));
+  HGP_TRY(checkSameDType(a));
+  int64_t axis = a.attrs().getInt("axis", -1);
+  HGP_TRY(checkStacking(a, a.out, a.in[0], axis));
+  stackCopy(a.out, a.in[0], axis, /*toWhole=*/false);
+  return Status::ok();
+}
+
+Status execSlice(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  std::vector<int64_t> strides;
+  int64_t base;
+  HGP_TRY(sliceView(a, *a.in[0].shape, *a.out[0].shape, strides, base));
+  stridedCopy(a.out[0].data, a.in[0].data, *a.out[0].shape, strides, base,
+              dtypeSize(a.in[0].dtype));
+  return Status::ok();
+}
+
+Status execSliceBwd(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "dY"));
+  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  std::vector<int64_t> xShape, strides;
+  HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
+  HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
+  int64_t base;
+  HGP_TRY(sliceView(a, xShape, *a.in[0].shape, strides, base));
+  const float* dy = a.in[0].f32();
+  float* dx = a.out[0].f32();
+  std::fill(dx, dx + a.out[0].numel(), 0.f);
+  // A slice visits each input element at most once, so plain stores suffice.
+  forEachStrided(*a.in[0].shape, strides, base, [&](int64_t i, int64_t off) { dx[off] = dy[i]; });
+  return Status::ok();
+}
+
+Status execReshape(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  if (a.attrs().has("shape")) {
+    std::vector<int64_t> shape;
+    HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
+    HGP_TRY(checkShape(a, a.out[0], shape, "result"));
+  }
+  if (a.out[0].numel() != a.in[0].numel())
+    return a.fail("cannot reshape " + str(*a.in[0].shape) + " to " + str(*a.out[0].shape));
+  copyBytes(a.out[0], a.in[0]);
+  return Status::ok();
+}
+
+Status execTranspose(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
+  std::vector<int64_t> perm;
+  HGP_TRY(readInts(a, "perm", x.size(), perm));
+  if (y.size() != x.size()) return a.fail("Transpose result rank differs");
+  std::vector<int64_t> xs = stridesOf(x), strides(x.size());
+  std::vector<bool> seen(x.size());
+  for (size_t d = 0; d < perm.size(); ++d) {
+    int64_t p = perm[d];
+    if (p < 0 || p >= int64_t(x.size()) || seen[size_t(p)])
+      return a.fail("perm is not a permutation");
+    seen[size_t(p)] = true;
+    if (y[d] != x[size_t(p)]) return a.fail("Transpose result " + str(y) + " does not match");
+    strides[d] = xs[size_t(p)];
+  }
+  stridedCopy(a.out[0].data, a.in[0].data, y, strides, 0, dtypeSize(a.in[0].dtype));
+  return Status::ok();
+}
+
+Status execPad(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "X"));
+  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  std::vector<std::vector<int64_t>> maps;
+  const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
+  HGP_TRY(padMaps(a, x, y, maps));
+  float value = float(a.attrs().getFloat("value", 0.0));
+  const float* xp = a.in[0].f32();
+  float* yp = a.out[0].f32();
+  forEachPadded(x, y, maps, [&](int64_t o, int64_t i) { yp[o] = i < 0 ? value : xp[i]; });
+  return Status::ok();
+}
+
+Status execPadBwd(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "dY"));
+  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  std::vector<int64_t> xShape;
+  HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
+  HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
+  std::vector<std::vector<int64_t>> maps;
+  HGP_TRY(padMaps(a, xShape, *a.in[0].shape, maps));
+  const float* dy = a.in[0].f32();
+  float* dx = a.out[0].f32();
+  std::fill(dx, dx + a.out[0].numel(), 0.f);
+  // Reflect and edge padding read an input element several times: accumulate.
+  forEachPadded(xShape, *a.in[0].shape, maps, [&](int64_t o, int64_t i) {
+    if (i >= 0) dx[i] += dy[o];
+  });
+  return Status::ok();
+}
+
+Status execExpand(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
+  bool ok = x.size() <= y.size();
+  for (size_t i = 0; ok && i < x.size(); ++i) ok = x[i] == 1 || x[i] == y[y.size() - x.size() + i];
+  if (!ok) return a.fail(str(x) + " does not broadcast to " + str(y));
+  stridedCopy(a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0, dtypeSize(a.in[0].dtype));
+  return Status::ok();
+}
+
+} // namespace hgp::cpu
