@@ -1,0 +1,55 @@
+"""Shared helpers for hgpc's integration tests (run by CTest with Debian's /usr/bin/python3).
+
+The build directory comes from $HGPC_BUILD; every test works in a fresh temporary folder.
+"""
+import json
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+
+BUILD = os.environ.get("HGPC_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+HGPC = os.path.join(BUILD, "bin", "hgpc")
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LENET = os.path.join(SOURCE, "samples", "lenet5.onnx")
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def run(cmd, **kw):
+    """Runs a command, returning (exit code, stdout, stderr)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write_npy(path, array_bytes, shape, descr):
+    """Writes a .npy file (format 1.0) without numpy, so tests can also write broken ones."""
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join("%d," % d for d in shape))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(array_bytes)
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class HgpcTestCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def compile(self, model=LENET, out="model-train", args=()):
+        exe = self.path(out)
+        code, _, err = run([HGPC, "compile", model, "-o", exe, *args])
+        self.assertEqual(code, 0, err)
+        return exe
