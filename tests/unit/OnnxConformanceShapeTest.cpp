@@ -123,9 +123,10 @@ TEST(OnnxConformanceShapeTest, SupportedNodeTestsImportWithExpectedTypes) {
       EXPECT_EQ(shapeToString(g.outputs()[i]->shape()), shapeToString(dims))
           << name << " output " << i;
       auto dt = dtypeFromOnnx(t.data_type(), "output");
-      if (dt)
+      if (dt) {
         EXPECT_EQ(dtypeName(g.outputs()[i]->dtype()), std::string(dtypeName(*dt)))
             << name << " output " << i;
+      }
     }
   }
   std::cout << "imported " << imported << " node tests, rejected " << rejected << "\n";
