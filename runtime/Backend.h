@@ -33,7 +33,24 @@ public:
   virtual Status write(int tensor, const void* src) = 0;
 };
 
+/// How a GPU backend should behave.
+struct BackendOptions {
+  int device = 0;
+  /// Only deterministic algorithms: two runs give bit-identical results.
+  bool deterministic = false;
+  /// Execute every step op by op and never capture a CUDA graph (for tests comparing the two).
+  bool eager = false;
+  /// Where algorithm choices are remembered ("" = the default location).
+  std::string tuningCache;
+  /// Print what the backend chose and timed.
+  bool verbose = false;
+};
+
 /// The CPU reference backend.
 std::unique_ptr<Backend> createCpuBackend();
+
+/// The CUDA backend, or ErrorCode::Device saying why none is usable (no driver, no device, no
+/// cuDNN or cuBLAS, or a build without CUDA).
+Expected<std::unique_ptr<Backend>> createCudaBackend(const BackendOptions& options);
 
 } // namespace hgp

@@ -8,6 +8,7 @@ namespace hgp {
 /// "cpu" gives the CPU reference backend. "cuda" gives the CUDA backend or a Device error
 /// saying why there is none. "auto" prefers CUDA and otherwise falls back to the CPU, saying
 /// so once on stderr.
-Expected<std::unique_ptr<Backend>> selectBackend(const std::string& device);
+Expected<std::unique_ptr<Backend>> selectBackend(const std::string& device,
+                                                 const BackendOptions& options = {});
 
 } // namespace hgp

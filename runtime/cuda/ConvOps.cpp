@@ -1,0 +1,230 @@
+// CUDA executors for the convolution family, through cuDNN.
+//
+// Each phase (forward, backward-data, backward-filter) of each layer chooses its own algorithm,
+// as HyConv does: the candidates cudnnFind*AlgorithmEx times within the workspace limit, the
+// fastest (deterministic ones only with --deterministic) wins, and the choice goes into the
+// tuning cache. 1-D convolutions run as 2-D ones with a height of 1. Bias is added by a kernel
+// (ConvBias.cu).
+#include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/TuningCache.h"
+
+#include <sstream>
+
+namespace hgp::cuda {
+
+void launchAddChannelBias(float* y, const float* bias, int64_t n, int64_t c, int64_t spatial,
+                          cudaStream_t stream); // ConvBias.cu
+
+namespace {
+
+enum class Phase { Forward, BackwardData, BackwardFilter };
+
+const char* phaseName(Phase p) {
+  return p == Phase::Forward ? "fwd" : p == Phase::BackwardData ? "bwd-data" : "bwd-filter";
+}
+
+/// cuDNN wants at least 4-D tensors: a 1-D convolution gets a unit height.
+std::vector<int> cudnnDims(const Shape& s) {
+  std::vector<int> d(s.begin(), s.end());
+  if (d.size() == 3) d.insert(d.begin() + 2, 1);
+  return d;
+}
+
+struct ConvState final : StepState {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr; ///< "x" is the input side, "y" the output side
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = -1;
+  size_t workspace = 0;
+  ~ConvState() override {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+Status setTensor(cudnnTensorDescriptor_t d, const Shape& s) {
+  std::vector<int> dims = cudnnDims(s), strides(dims.size());
+  int st = 1;
+  for (int i = int(dims.size()) - 1; i >= 0; --i) {
+    strides[size_t(i)] = st;
+    st *= dims[size_t(i)];
+  }
+  HGP_CUDNN_TRY(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, int(dims.size()), dims.data(), strides.data()));
+  return Status::ok();
+}
+
+/// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output.
+Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, const Shape& ys) {
+  HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.x));
+  HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));
+  HGP_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.w));
+  HGP_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s.conv));
+  HGP_TRY(setTensor(s.x, xs));
+  HGP_TRY(setTensor(s.y, ys));
+  std::vector<int> wd = cudnnDims(ws);
+  HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  std::vector<int64_t> strides = a.attrs().getInts("strides"), pads = a.attrs().getInts("pads"),
+                       dil = a.attrs().getInts("dilations");
+  size_t r = strides.size();
+  std::vector<int> p, st, d;
+  if (r == 1) p.push_back(0), st.push_back(1), d.push_back(1);
+  for (size_t i = 0; i < r; ++i) {
+    if (pads[i] != pads[r + i])
+      return a.fail("asymmetric padding is not supported by the cuDNN path");
+    p.push_back(int(pads[i]));
+    st.push_back(int(strides[i]));
+    d.push_back(int(dil[i]));
+  }
+  HGP_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, int(p.size()), p.data(), st.data(), d.data(),
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  HGP_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, int(a.attrs().getInt("group", 1))));
+  HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, a.ctx.allowTf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  return Status::ok();
+}
+
+std::string tuningKey(CudaArgs& a, Phase phase, const Shape& xs, const Shape& ws, const Shape& ys) {
+  std::ostringstream k;
+  k << "conv;" << a.ctx.props.name << ";sm" << a.ctx.props.multiProcessorCount << ";cudnn"
+    << cudnnGetVersion() << ";" << phaseName(phase) << ";x" << shapeToString(xs) << ";w"
+    << shapeToString(ws) << ";y" << shapeToString(ys) << ";" << a.attrs().toString() << ";"
+    << (a.ctx.allowTf32 ? "tf32" : "fp32") << ";" << (a.ctx.deterministic ? "det" : "any");
+  return k.str();
+}
+
+/// Times the candidates of one phase and returns the fastest acceptable one.
+template <typename Perf>
+Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phase) {
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (a.ctx.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    if (perf[i].memory > a.ctx.workspaceLimit) continue;
+    s.algo = int(perf[i].algo);
+    s.workspace = perf[i].memory;
+    HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, perf[i].mathType));
+    return Status::ok();
+  }
+  return a.fail(std::string("cuDNN has no usable ") + phase + " algorithm for this layer" +
+                (a.ctx.deterministic ? " in deterministic mode" : ""));
+}
+
+/// Chooses the algorithm of one phase: from the tuning cache, or by timing.
+/// `xp`, `wp`, `yp` are the input-side, weight and output-side buffers the timing may overwrite
+/// the outputs of.
+Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
+              const Shape& ys, void* xp, void* wp, void* yp) {
+  std::string key = tuningKey(a, phase, xs, ws, ys);
+  if (auto hit = a.ctx.tuning->lookup(key)) {
+    int algo = 0, math = 0;
+    unsigned long long bytes = 0;
+    if (std::sscanf(hit->c_str(), "algo=%d math=%d ws=%llu", &algo, &math, &bytes) == 3) {
+      s.algo = algo;
+      s.workspace = bytes;
+      HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, cudnnMathType_t(math)));
+      return a.ctx.reserveWorkspace(s.workspace);
+    }
+  }
+  // Scratch for the search, as large as the limit allows.
+  void* scratch = nullptr;
+  size_t scratchBytes = a.ctx.workspaceLimit;
+  while (cudaMalloc(&scratch, scratchBytes) != cudaSuccess && scratchBytes > (size_t(1) << 20)) {
+    (void)cudaGetLastError();
+    scratchBytes /= 2;
+  }
+  if (!scratch) return Status(ErrorCode::OutOfMemory, "no memory left to time convolution algorithms");
+  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  int n = 0;
+  Status st;
+  if (phase == Phase::Forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    cudnnStatus_t e = cudnnFindConvolutionForwardAlgorithmEx(a.ctx.cudnn, s.x, xp, s.w, wp, s.conv, s.y, yp,
+                                                             16, &n, perf, scratch, scratchBytes);
+    st = e == CUDNN_STATUS_SUCCESS ? pick(a, perf, n, s, "forward") : cudnnError(e, "cudnnFindConvolutionForwardAlgorithmEx", __FILE__, __LINE__);
+    if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
+  } else if (phase == Phase::BackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+    cudnnStatus_t e = cudnnFindConvolutionBackwardDataAlgorithmEx(a.ctx.cudnn, s.w, wp, s.y, yp, s.conv, s.x, xp,
+                                                                  16, &n, perf, scratch, scratchBytes);
+    st = e == CUDNN_STATUS_SUCCESS ? pick(a, perf, n, s, "backward-data") : cudnnError(e, "cudnnFindConvolutionBackwardDataAlgorithmEx", __FILE__, __LINE__);
+    if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+    cudnnStatus_t e = cudnnFindConvolutionBackwardFilterAlgorithmEx(a.ctx.cudnn, s.x, xp, s.y, yp, s.conv, s.w, wp,
+                                                                    16, &n, perf, scratch, scratchBytes);
+    st = e == CUDNN_STATUS_SUCCESS ? pick(a, perf, n, s, "backward-filter") : cudnnError(e, "cudnnFindConvolutionBackwardFilterAlgorithmEx", __FILE__, __LINE__);
+    if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
+  }
+  cudaFree(scratch);
+  HGP_TRY(st);
+  a.ctx.tuning->insert(key, "algo=" + std::to_string(s.algo) + " math=" + std::to_string(int(math)) +
+                                " ws=" + std::to_string(s.workspace));
+  return a.ctx.reserveWorkspace(s.workspace);
+}
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
+  int64_t spatial = y.numel() / (y.dim(0) * y.dim(1));
+  launchAddChannelBias(y.f32(), b.f32(), y.dim(0), y.dim(1), spatial, a.stream);
+  return checkLaunch(a, "addChannelBias");
+}
+
+/// Y = conv(X, W): forward.
+Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y) {
+  ConvState& s = a.stateAs<ConvState>();
+  if (s.algo < 0) {
+    HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape));
+    HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data));
+  }
+  HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
+                                        cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
+                                        s.workspace, &kZero, s.y, y.data));
+  return Status::ok();
+}
+
+/// dX = conv^T(dY, W): the gradient of a convolution whose input has dx's shape.
+Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, const DeviceTensor& dx) {
+  ConvState& s = a.stateAs<ConvState>();
+  if (s.algo < 0) {
+    HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape));
+    HGP_TRY(choose(a, s, Phase::BackwardData, *dx.shape, *w.shape, *dy.shape, dx.data, w.data, dy.data));
+  }
+  HGP_CUDNN_TRY(cudnnConvolutionBackwardData(a.ctx.cudnn, &kOne, s.w, w.data, s.y, dy.data, s.conv,
+                                             cudnnConvolutionBwdDataAlgo_t(s.algo), a.ctx.workspace,
+                                             s.workspace, &kZero, s.x, dx.data));
+  return Status::ok();
+}
+
+/// dW: the filter gradient of a convolution from x to dy.
+Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy, const DeviceTensor& dw) {
+  ConvState& s = a.stateAs<ConvState>();
+  if (s.algo < 0) {
+    HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape));
+    HGP_TRY(choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, dw.data, dy.data));
+  }
+  HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data, s.conv,
+                                               cudnnConvolutionBwdFilterAlgo_t(s.algo), a.ctx.workspace,
+                                               s.workspace, &kZero, s.w, dw.data));
+  return Status::ok();
+}
+
+} // namespace
+
+Status execConv(CudaArgs& a) {
+  HGP_TRY(forward(a, a.in[0], a.in[1], a.out[0]));
+  return a.in.size() == 3 ? addBias(a, a.out[0], a.in[2]) : Status::ok();
+}
+
+// ConvTranspose(X, W) is the data gradient of a convolution from Y to X.
+Status execConvTranspose(CudaArgs& a) {
+  HGP_TRY(backwardData(a, a.in[0], a.in[1], a.out[0]));
+  return a.in.size() == 3 ? addBias(a, a.out[0], a.in[2]) : Status::ok();
+}
+
+Status execConvBwdData(CudaArgs& a) { return backwardData(a, a.in[0], a.in[1], a.out[0]); }
+
+Status execConvBwdFilter(CudaArgs& a) { return backwardFilter(a, a.in[0], a.in[1], a.out[0]); }
+
+} // namespace hgp::cuda
