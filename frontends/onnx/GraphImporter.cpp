@@ -232,15 +232,18 @@ private:
   Status importNode(int i) {
     const auto& node = g_.node(i);
     const OnnxOpEntry* e = findOnnxOp(node.op_type());
+    auto range = [](int lo, int hi) {
+      return std::to_string(lo) + (hi == lo ? ""
+                                   : hi < 0 ? " or more"
+                                            : " to " + std::to_string(hi));
+    };
     int ins = node.input_size(), outs = node.output_size();
     if (ins < e->minInputs || (e->maxInputs >= 0 && ins > e->maxInputs))
-      return invalid(describe(i) + ": takes " + std::to_string(e->minInputs) +
-                     (e->maxInputs == e->minInputs ? ""
-                      : e->maxInputs < 0           ? " or more"
-                                                   : " to " + std::to_string(e->maxInputs)) +
-                     " inputs, got " + std::to_string(ins));
+      return invalid(describe(i) + ": has " + std::to_string(ins) + " inputs, " + e->opType +
+                     " takes " + range(e->minInputs, e->maxInputs));
     if (outs < e->minOutputs || (e->maxOutputs >= 0 && outs > e->maxOutputs))
-      return invalid(describe(i) + ": cannot have " + std::to_string(outs) + " outputs");
+      return invalid(describe(i) + ": has " + std::to_string(outs) + " outputs, " + e->opType +
+                     " gives " + range(e->minOutputs, e->maxOutputs));
     OnnxNode n(ctx_, node, locs_[size_t(i)]);
     return e->import(n);
   }
