@@ -16,6 +16,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,10 +103,22 @@ public:
         dim->set_dim_value(d);
     }
   }
-  void output(const std::string& name, int32_t elemType = onnx::TensorProto::FLOAT) {
+  /// A graph output; with `dims`, its shape is declared too (a dim of -1 is "N").
+  void output(const std::string& name, int32_t elemType = onnx::TensorProto::FLOAT,
+              std::optional<std::vector<int64_t>> dims = std::nullopt) {
     auto* vi = graph().add_output();
     vi->set_name(name);
-    vi->mutable_type()->mutable_tensor_type()->set_elem_type(elemType);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elemType);
+    if (!dims) return;
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : *dims) {
+      auto* dim = shape->add_dim();
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
+    }
   }
   /// A float initializer; `values` empty means all ones.
   void initializer(const std::string& name, const std::vector<int64_t>& dims,
