@@ -31,6 +31,9 @@ public:
   virtual Status read(int tensor, void* dst) = 0;
   /// Copies host bytes into a tensor.
   virtual Status write(int tensor, const void* src) = 0;
+
+  /// Device memory this backend holds (storage regions, scratch, staging), in bytes; 0 on the CPU.
+  virtual int64_t deviceMemoryBytes() const { return 0; }
 };
 
 /// How a GPU backend should behave.

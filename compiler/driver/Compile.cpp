@@ -20,6 +20,7 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   for (const Value* v : c.forward->graphValues())
     if (v->role() == TensorRole::Param) params += v->type().numElements();
   m.setInt("parameters", params);
+  m.setString("precision", o.precision);
   if (!o.training) return m;
   const TrainOptions& t = o.train;
   m.setString("loss", t.loss);

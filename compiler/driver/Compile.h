@@ -30,6 +30,9 @@ struct CompileOptions {
   /// --weights reference: read initial weights from the model file at start instead of
   /// embedding them in the executable.
   bool referenceWeights = false;
+  /// Math mode: "tf32" lets convolutions and matrix products round fp32 inputs to TF32 on
+  /// tensor cores (the default, as PyTorch's cuDNN convolutions do); "fp32" forbids it.
+  std::string precision = "tf32";
 };
 
 struct Compilation {

@@ -10,6 +10,7 @@
 #include "compiler/ir/Printer.h"
 
 #include <CLI/CLI.hpp>
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/Signals.h>
 
 #include <cstdio>
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
                       "embed: carry initial weights in the executable; reference: read them from "
                       "the model file at start")
       ->check(CLI::IsMember({"embed", "reference"}));
+  compile->add_option("--precision", co.precision,
+                      "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs) or fp32")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");

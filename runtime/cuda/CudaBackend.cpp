@@ -16,6 +16,8 @@
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -190,6 +192,12 @@ public:
     HGP_CUDA_TRY(cudaMemcpyAsync(address(tensor), src, size_t(t.bytes()), cudaMemcpyHostToDevice,
                                  ctx_.stream));
     return sync();
+  }
+
+  int64_t deviceMemoryBytes() const override {
+    return plan_ ? plan_->persistentBytes + plan_->transientBytes + int64_t(ctx_.workspaceBytes) +
+                       int64_t(kCublasWorkspace)
+                 : 0;
   }
 
 private:

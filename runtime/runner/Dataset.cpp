@@ -241,24 +241,32 @@ Expected<std::unique_ptr<Dataset>> openNpy(const std::string& spec, const Datase
                                                     std::move(labels)));
 }
 
-/// Deterministic pseudo-random samples: standard-normal-ish pixels and uniform labels.
+/// Deterministic pseudo-random samples: uniform pixels with unit variance and uniform labels.
+/// A pool of at most 256 distinct samples is generated once and repeated, so that feeding
+/// synthetic data (for benchmarks) costs the host a copy, not a random number per pixel.
 class SyntheticDataset final : public Dataset {
 public:
   SyntheticDataset(Shape shape, int64_t n, int64_t classes, uint64_t seed)
-      : shape_(std::move(shape)), n_(n), classes_(std::max<int64_t>(classes, 1)), seed_(seed) {}
+      : shape_(std::move(shape)), n_(n) {
+    int64_t per = numElements(shape_), pool = std::min<int64_t>(n, 256);
+    pixels_.resize(size_t(pool * per));
+    labels_.resize(size_t(pool));
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto next = [&] {
+      uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    for (float& p : pixels_) p = float((double(next() >> 11) * 0x1.0p-53 - 0.5) * 3.4641016);
+    for (int64_t& l : labels_) l = int64_t(next() % uint64_t(std::max<int64_t>(classes, 1)));
+  }
   int64_t size() const override { return n_; }
   const Shape& sampleShape() const override { return shape_; }
   void get(int64_t i, float* image, int64_t* label) const override {
-    uint64_t s = seed_ * 0x9E3779B97F4A7C15ull + uint64_t(i) * 0xBF58476D1CE4E5B9ull + 1;
-    auto next = [&] {
-      s ^= s >> 30, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 27, s *= 0x94D049BB133111EBull, s ^= s >> 31;
-      return s;
-    };
-    for (int64_t k = 0; k < numElements(shape_); ++k) {
-      double u = double(next() >> 11) * 0x1.0p-53;
-      image[k] = float((u - 0.5) * 3.4641016); // uniform with unit variance
-    }
-    *label = int64_t(next() % uint64_t(classes_));
+    int64_t per = numElements(shape_), k = i % int64_t(labels_.size());
+    std::memcpy(image, pixels_.data() + k * per, size_t(per) * sizeof(float));
+    *label = labels_[size_t(k)];
   }
   std::string describe() const override {
     return "synthetic (" + std::to_string(n_) + " samples of " + shapeToString(shape_) + ")";
@@ -266,8 +274,9 @@ public:
 
 private:
   Shape shape_;
-  int64_t n_, classes_;
-  uint64_t seed_;
+  int64_t n_;
+  std::vector<float> pixels_;
+  std::vector<int64_t> labels_;
 };
 
 } // namespace

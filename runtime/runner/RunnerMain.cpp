@@ -3,6 +3,7 @@
 //   EXE --data SPEC [--eval SPEC] (--epochs N | --steps N) [--device auto|cpu|cuda]
 //       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
+//       [--deterministic] [--max-nonfinite N]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
 // 7 diverged, 8 out of memory (docs/exit-codes.md).
@@ -37,6 +38,10 @@ int main(int argc, char** argv) {
   auto* seedOpt = app.add_option("--seed", seed, "data shuffling seed (default: the compiled --seed)");
   app.add_option("--max-nonfinite", o.maxNonFinite,
                  "stop after this many steps in a row with a non-finite loss or gradients");
+  app.add_flag("--deterministic", o.deterministic,
+               "only deterministic GPU algorithms: two runs give bit-identical weights");
+  app.add_flag("--eager", o.eager, "GPU: execute op by op instead of replaying a CUDA graph");
+  app.add_flag("--verbose", o.verbose, "say what the backend chose");
   try {
     app.parse(argc, argv);
     if (o.epochs <= 0 && o.steps <= 0)

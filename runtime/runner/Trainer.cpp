@@ -39,7 +39,11 @@ public:
     for (const char* b : {"input", "labels", "metrics", "iter"})
       if (plan_.binding(b) < 0)
         return Status(ErrorCode::InvalidModel, std::string("the plan binds no '") + b + "'");
-    HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device));
+    BackendOptions bo;
+    bo.deterministic = opt_.deterministic;
+    bo.eager = opt_.eager;
+    bo.verbose = opt_.verbose;
+    HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device, bo));
     if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
     HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
 
@@ -113,6 +117,9 @@ public:
     double secs = std::chrono::duration<double>(Clock::now() - runStart).count();
     std::fprintf(stderr, "trained %lld steps in %.1f s (%.0f images/s)\n", (long long)total, secs,
                  double(total * batch_) / std::max(secs, 1e-9));
+    if (opt_.verbose && backend_->deviceMemoryBytes() > 0)
+      std::fprintf(stderr, "%s: device memory %.1f MiB\n", backend_->name(),
+                   double(backend_->deviceMemoryBytes()) / (1 << 20));
     if (eval_ && !evaluatedAtStep(pos_.step))
       if (int code = evaluate(pos_.epoch); code != 0) return code;
     if (!opt_.checkpointDir.empty() && lastCheckpointStep_ != pos_.step)

@@ -7,6 +7,7 @@
 // (--checkpoint-dir). At the end it saves the trained model as ONNX (--save).
 #pragma once
 
+#include "runtime/Backend.h"
 #include "runtime/runner/Progress.h"
 #include "runtime/support/Status.h"
 
@@ -25,6 +26,9 @@ struct RunOptions {
   ProgressMode progress = ProgressMode::Auto;
   std::optional<uint64_t> seed; ///< The shuffling seed; defaults to the compiled --seed.
   int64_t maxNonFinite = 5;     ///< Consecutive skipped steps before the run stops.
+  bool deterministic = false;   ///< Only deterministic GPU algorithms.
+  bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
+  bool verbose = false;
 };
 
 /// Runs the executable `exePath` (normally /proc/self/exe) and returns the process exit code.
