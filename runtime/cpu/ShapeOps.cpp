@@ -201,11 +201,9 @@ Status execSliceBwd(KernelArgs& a) {
 Status execReshape(KernelArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
-  if (a.attrs().has("shape")) {
-    std::vector<int64_t> shape;
-    HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
-    HGP_TRY(checkShape(a, a.out[0], shape, "result"));
-  }
+  std::vector<int64_t> shape;
+  HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
+  HGP_TRY(checkShape(a, a.out[0], shape, "result"));
   if (a.out[0].numel() != a.in[0].numel())
     return a.fail("cannot reshape " + str(*a.in[0].shape) + " to " + str(*a.out[0].shape));
   copyBytes(a.out[0], a.in[0]);
@@ -270,9 +268,19 @@ Status execExpand(KernelArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
   const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
-  bool ok = x.size() <= y.size();
-  for (size_t i = 0; ok && i < x.size(); ++i) ok = x[i] == 1 || x[i] == y[y.size() - x.size() + i];
-  if (!ok) return a.fail(str(x) + " does not broadcast to " + str(y));
+  std::vector<int64_t> target;
+  HGP_TRY(readInts(a, "shape", a.attrs().getInts("shape").size(), target));
+  // y must be the numpy broadcast of x and `shape`.
+  size_t r = std::max(x.size(), target.size());
+  Shape want(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t dx = i + x.size() >= r ? x[i + x.size() - r] : 1;
+    int64_t dt = i + target.size() >= r ? target[i + target.size() - r] : 1;
+    if (dx != dt && dx != 1 && dt != 1)
+      return a.fail(str(x) + " does not broadcast to " + str(target));
+    want[i] = dx == 1 ? dt : dx;
+  }
+  HGP_TRY(checkShape(a, a.out[0], want, "result"));
   stridedCopy(a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0, dtypeSize(a.in[0].dtype));
   return Status::ok();
 }

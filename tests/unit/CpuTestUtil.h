@@ -17,6 +17,13 @@
 #include <string>
 #include <vector>
 
+/// Asserts that a Status is Ok, printing its message otherwise.
+#define ASSERT_OK(expr)                                                                            \
+  do {                                                                                             \
+    ::hgp::Status _status = (expr);                                                                \
+    ASSERT_TRUE(_status.isOk()) << _status.toString();                                             \
+  } while (0)
+
 namespace hgp::cpu::test {
 
 struct HostTensor {
@@ -37,6 +44,7 @@ struct HostTensor {
   float& operator[](int64_t i) { return f32()[i]; }
   float operator[](int64_t i) const { return f32()[i]; }
   std::vector<float> values() const { return std::vector<float>(f32(), f32() + numel()); }
+  std::vector<double> doubles() const { return std::vector<double>(f32(), f32() + numel()); }
   TensorView view() { return {dtype, &shape, data()}; }
 };
 

@@ -1,0 +1,94 @@
+// Tests of the CPU Dropout executors: the mask is a pure function of (seed, key, iter, index),
+// forward and backward agree, the keep fraction is 1 - ratio, kept values are scaled by
+// 1/(1-ratio), and without an iteration counter or with ratio 0 dropout is the identity.
+#include "CpuTestUtil.h"
+
+namespace hgp::cpu::test {
+namespace {
+
+AttrMap dropoutAttrs(double ratio, int64_t seed = 1234, int64_t key = 7) {
+  AttrMap a;
+  a.setFloat("ratio", ratio);
+  a.setInt("seed", seed);
+  a.setInt("key", key);
+  return a;
+}
+
+TEST(CpuRandomTest, DropoutKeepsOneMinusRatioAndScales) {
+  const int64_t n = 200000;
+  HostTensor x = tensor({n}, std::vector<float>(size_t(n), 2.f));
+  HostTensor iter = scalarI64(5);
+  for (double ratio : {0.1, 0.5, 0.8}) {
+    SCOPED_TRACE(ratio);
+    HostTensor y = run1(OpKind::Dropout, dropoutAttrs(ratio), {&x, &iter}, {n});
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (y[i] == 0.f) continue;
+      ++kept;
+      ASSERT_EQ(y[i], 2.f * float(1.0 / (1.0 - ratio))) << i;
+    }
+    double frac = double(kept) / double(n), want = 1 - ratio;
+    // Binomial standard deviation is below 0.0012 here; allow 5 sigma.
+    EXPECT_NEAR(frac, want, 0.006);
+    // The mask is exactly dropoutUniform's.
+    for (int64_t i = 0; i < 1000; ++i)
+      ASSERT_EQ(y[i] != 0.f, dropoutUniform(1234, 7, 5, uint64_t(i)) >= float(ratio)) << i;
+  }
+}
+
+TEST(CpuRandomTest, DrawEqualToRatioIsKept) {
+  // keep iff u >= ratio: with ratio equal to element 0's draw, element 0 survives.
+  float u0 = dropoutUniform(99, 5, 17, 0);
+  ASSERT_GT(u0, 0.f);
+  HostTensor x = tensor({4}, {1, 1, 1, 1}), iter = scalarI64(17);
+  HostTensor y = run1(OpKind::Dropout, dropoutAttrs(u0, 99, 5), {&x, &iter}, {4});
+  EXPECT_NE(y[0], 0.f);
+}
+
+TEST(CpuRandomTest, BackwardAppliesTheForwardMask) {
+  std::mt19937 rng(81);
+  HostTensor x = randomTensor({3, 1000}, rng, 0.5f, 1.5f),
+             dy = randomTensor({3, 1000}, rng, 0.5f, 1.5f);
+  HostTensor iter = scalarI64(42);
+  AttrMap a = dropoutAttrs(0.3);
+  HostTensor y = run1(OpKind::Dropout, a, {&x, &iter}, x.shape);
+  HostTensor dx = run1(OpKind::DropoutBwd, a, {&dy, &iter}, x.shape);
+  float scale = float(1.0 / 0.7);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    bool kept = y[i] != 0.f;
+    ASSERT_EQ(dx[i] != 0.f, kept) << i;
+    if (kept) {
+      ASSERT_EQ(y[i], x[i] * scale);
+      ASSERT_EQ(dx[i], dy[i] * scale);
+    }
+  }
+}
+
+TEST(CpuRandomTest, MaskChangesWithIterationSeedAndKey) {
+  HostTensor x = tensor({4096}, std::vector<float>(4096, 1.f));
+  auto mask = [&](int64_t it, int64_t seed, int64_t key) {
+    HostTensor iter = scalarI64(it);
+    HostTensor y = run1(OpKind::Dropout, dropoutAttrs(0.5, seed, key), {&x, &iter}, {4096});
+    std::vector<bool> m;
+    for (float v : y.values()) m.push_back(v != 0.f);
+    return m;
+  };
+  auto base = mask(1, 10, 3);
+  EXPECT_EQ(base, mask(1, 10, 3)) << "same inputs, same mask";
+  for (auto other : {mask(2, 10, 3), mask(1, 11, 3), mask(1, 10, 4)}) {
+    int64_t differ = 0;
+    for (size_t i = 0; i < base.size(); ++i) differ += base[i] != other[i];
+    EXPECT_GT(differ, 1500) << "masks should be nearly independent";
+  }
+}
+
+TEST(CpuRandomTest, IdentityWithoutIterOrWithRatioZero) {
+  std::mt19937 rng(82);
+  HostTensor x = randomTensor({100}, rng), iter = scalarI64(3);
+  EXPECT_EQ(run1(OpKind::Dropout, dropoutAttrs(0.5), {&x}, {100}).values(), x.values());
+  EXPECT_EQ(run1(OpKind::Dropout, dropoutAttrs(0.0), {&x, &iter}, {100}).values(), x.values());
+  EXPECT_EQ(run1(OpKind::DropoutBwd, dropoutAttrs(0.0), {&x, &iter}, {100}).values(), x.values());
+}
+
+} // namespace
+} // namespace hgp::cpu::test
