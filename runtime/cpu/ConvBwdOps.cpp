@@ -13,41 +13,27 @@ namespace hgp::cpu {
 
 namespace {
 
-/// Calls fn(inputPlaneOffset, outputPlaneOffset, kernelIndex) for every (output position,
-/// kernel offset) pair whose input position lies inside the plane.
-template <typename Fn> void forEachTap(const ConvGeometry& g, Fn&& fn) {
-  for (int64_t od = 0; od < g.out[0]; ++od)
-    for (int64_t oh = 0; oh < g.out[1]; ++oh)
-      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-        int64_t o = (od * g.out[1] + oh) * g.out[2] + ow, kIdx = 0;
-        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-          int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-          for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-            int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-            for (int64_t kw = 0; kw < g.k[2]; ++kw, ++kIdx) {
-              int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
-              if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
-                continue;
-              fn((id * g.in[1] + ih) * g.in[2] + iw, o, kIdx);
-            }
-          }
-        }
-      }
-}
-
 void depthwiseBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx) {
+  const int64_t sW = g.stride[2];
   parallelFor(g.n * g.inC, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* dyp = dy + p * g.outVol();
       const float* wc = w + (p % g.inC) * g.kVol();
       float* dxp = dx + p * g.inVol();
       std::fill(dxp, dxp + g.inVol(), 0.f);
-      forEachTap(g, [&](int64_t i, int64_t o, int64_t k) { dxp[i] += wc[k] * dyp[o]; });
+      forEachRowTap(
+          g, [&](int64_t inRow, int64_t outRow, int64_t k, int64_t lo, int64_t hi, int64_t offW) {
+            float* dxr = dxp + inRow + offW;
+            const float* dyr = dyp + outRow;
+            float wk = wc[k];
+            for (int64_t ow = lo; ow < hi; ++ow) dxr[ow * sW] += wk * dyr[ow];
+          });
     }
   });
 }
 
 void depthwiseBackwardFilter(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
+  const int64_t sW = g.stride[2];
   parallelFor(g.inC, 1, [&](int64_t c0, int64_t c1) {
     std::vector<double> acc(static_cast<size_t>(g.kVol()));
     for (int64_t c = c0; c < c1; ++c) {
@@ -55,9 +41,14 @@ void depthwiseBackwardFilter(const ConvGeometry& g, const float* x, const float*
       for (int64_t n = 0; n < g.n; ++n) {
         const float* xp = x + (n * g.inC + c) * g.inVol();
         const float* dyp = dy + (n * g.inC + c) * g.outVol();
-        forEachTap(g, [&](int64_t i, int64_t o, int64_t k) {
-          acc[size_t(k)] += double(dyp[o]) * double(xp[i]);
-        });
+        forEachRowTap(
+            g, [&](int64_t inRow, int64_t outRow, int64_t k, int64_t lo, int64_t hi, int64_t offW) {
+              const float* xr = xp + inRow + offW;
+              const float* dyr = dyp + outRow;
+              float rowSum = 0.f; // one output row's share, added to the double total
+              for (int64_t ow = lo; ow < hi; ++ow) rowSum += dyr[ow] * xr[ow * sW];
+              acc[size_t(k)] += rowSum;
+            });
       }
       for (int64_t k = 0; k < g.kVol(); ++k) dw[c * g.kVol() + k] = float(acc[size_t(k)]);
     }
@@ -111,17 +102,16 @@ void convBackwardFilter(const ConvGeometry& g, const float* x, const float* dy, 
   const int64_t colSize = g.isPointwise() ? 0 : g.colRows() * g.outVol();
   // A fixed chunking (not one per thread) makes the summation order independent of the pool.
   const int64_t chunks = std::min(g.n, kFilterChunks);
-  std::vector<float> partial(size_t((chunks - 1) * wSize));
+  float* partial = threadScratch(Scratch::Partials, size_t((chunks - 1) * wSize));
   parallelFor(chunks, 1, [&](int64_t c0, int64_t c1) {
-    std::vector<float> col(static_cast<size_t>(colSize));
+    float* col = threadScratch(Scratch::Columns, size_t(colSize));
     for (int64_t c = c0; c < c1; ++c) {
-      float* dst = c == 0 ? dw : partial.data() + (c - 1) * wSize;
-      backwardFilterImages(g, x, dy, c * g.n / chunks, (c + 1) * g.n / chunks, false, dst,
-                           col.data());
+      float* dst = c == 0 ? dw : partial + (c - 1) * wSize;
+      backwardFilterImages(g, x, dy, c * g.n / chunks, (c + 1) * g.n / chunks, false, dst, col);
     }
   });
   for (int64_t c = 1; c < chunks; ++c) {
-    const float* p = partial.data() + (c - 1) * wSize;
+    const float* p = partial + (c - 1) * wSize;
     parallelElementwise(wSize, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) dw[j] += p[j];
     });
@@ -141,9 +131,9 @@ void convBackwardData(const ConvGeometry& g, const float* dy, const float* w, fl
   if (g.isDepthwise() && !g.isPointwise()) return depthwiseBackwardData(g, dy, w, dx);
   const int64_t colSize = g.isPointwise() ? 0 : g.colRows() * g.outVol();
   auto images = [&](int64_t i0, int64_t i1) {
-    std::vector<float> col(static_cast<size_t>(colSize));
+    float* col = threadScratch(Scratch::Columns, size_t(colSize));
     for (int64_t i = i0; i < i1; ++i)
-      backwardDataImage(g, dy + i * g.outC * g.outVol(), w, dx + i * g.inC * g.inVol(), col.data());
+      backwardDataImage(g, dy + i * g.outC * g.outVol(), w, dx + i * g.inC * g.inVol(), col);
   };
   if (batchIsParallel(g.n))
     parallelFor(g.n, 1, images);

@@ -14,31 +14,21 @@ namespace {
 
 /// Direct depthwise convolution: one output channel per input channel.
 void depthwiseForward(const ConvGeometry& g, const float* x, const float* w, float* y) {
-  const int64_t inVol = g.inVol(), outVol = g.outVol(), kVol = g.kVol();
+  const int64_t inVol = g.inVol(), outVol = g.outVol(), kVol = g.kVol(), sW = g.stride[2];
   parallelFor(g.n * g.inC, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* xp = x + p * inVol;
       const float* wc = w + (p % g.inC) * kVol;
       float* yp = y + p * outVol;
-      for (int64_t od = 0; od < g.out[0]; ++od)
-        for (int64_t oh = 0; oh < g.out[1]; ++oh)
-          for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-            float acc = 0.f;
-            const float* wk = wc;
-            for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-              int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-              for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-                int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-                for (int64_t kw = 0; kw < g.k[2]; ++kw, ++wk) {
-                  int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
-                  if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2])
-                    continue;
-                  acc += *wk * xp[(id * g.in[1] + ih) * g.in[2] + iw];
-                }
-              }
-            }
-            yp[(od * g.out[1] + oh) * g.out[2] + ow] = acc;
-          }
+      std::fill(yp, yp + outVol, 0.f);
+      // Row by row, tap by tap: each output adds its taps in kernel order.
+      forEachRowTap(
+          g, [&](int64_t inRow, int64_t outRow, int64_t k, int64_t lo, int64_t hi, int64_t offW) {
+            const float* xr = xp + inRow + offW;
+            float* yr = yp + outRow;
+            float wk = wc[k];
+            for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wk * xr[ow * sW];
+          });
     }
   });
 }
@@ -62,9 +52,9 @@ void convForward(const ConvGeometry& g, const float* x, const float* w, float* y
   if (g.isDepthwise() && !g.isPointwise()) return depthwiseForward(g, x, w, y);
   const int64_t colSize = g.isPointwise() ? 0 : g.colRows() * g.outVol();
   auto images = [&](int64_t i0, int64_t i1) {
-    std::vector<float> col(static_cast<size_t>(colSize));
+    float* col = threadScratch(Scratch::Columns, size_t(colSize));
     for (int64_t i = i0; i < i1; ++i)
-      convImage(g, x + i * g.inC * g.inVol(), w, y + i * g.outC * g.outVol(), col.data());
+      convImage(g, x + i * g.inC * g.inVol(), w, y + i * g.outC * g.outVol(), col);
   };
   if (batchIsParallel(g.n))
     parallelFor(g.n, 1, images);

@@ -1,5 +1,7 @@
 #include "runtime/cpu/Gemm.h"
 
+#include "runtime/cpu/KernelUtil.h"
+
 #include "runtime/support/ThreadPool.h"
 
 #include <algorithm>
@@ -10,7 +12,7 @@ namespace hgp::cpu {
 
 namespace {
 
-constexpr int64_t MR = 4, NR = 16;   // register tile
+constexpr int64_t MR = 6, NR = 16;   // register tile
 constexpr int64_t KC = 256, MC = 64; // cache blocks
 constexpr int64_t NC = 256;
 
@@ -52,16 +54,24 @@ void packB(const float* b, int64_t ldb, bool t, int64_t p0, int64_t kc, int64_t 
   }
 }
 
-/// acc[MR][NR] = sum_p ap[p][:] outer bp[p][:].
-__attribute__((target_clones("avx2", "default"))) void microKernel(int64_t kc, const float* ap,
-                                                                    const float* bp,
-                                                                    float acc[MR][NR]) {
-  float c[MR][NR] = {};
+/// Eight floats, loaded and stored unaligned; GCC maps arithmetic on it to one AVX register (or
+/// two SSE registers in the default clone).
+typedef float Vec8 __attribute__((vector_size(32), aligned(4)));
+static_assert(NR == 16, "the micro-kernel holds a row of the register tile in two Vec8");
+
+/// acc[MR][NR] = sum_p ap[p][:] outer bp[p][:]. Each accumulator element adds its products in
+/// order of p, one multiply and one add each (no FMA), so every clone gives the same bits.
+__attribute__((target_clones("avx2", "default"))) void
+microKernel(int64_t kc, const float* ap, const float* bp, float acc[MR][NR]) {
+  Vec8 c[MR][2] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const float* bv = bp + p * NR;
+    Vec8 b0, b1;
+    std::memcpy(&b0, bp + p * NR, sizeof b0);
+    std::memcpy(&b1, bp + p * NR + 8, sizeof b1);
     for (int64_t r = 0; r < MR; ++r) {
-      float av = ap[p * MR + r];
-      for (int64_t j = 0; j < NR; ++j) c[r][j] += av * bv[j];
+      Vec8 a = Vec8{} + ap[p * MR + r];
+      c[r][0] += a * b0;
+      c[r][1] += a * b1;
     }
   }
   std::memcpy(acc, c, sizeof c);
@@ -76,7 +86,8 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   parallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       float* row = c + i * ldc;
-      if (beta == 0.f) std::fill(row, row + n, 0.f);
+      if (beta == 0.f)
+        std::fill(row, row + n, 0.f);
       else if (beta != 1.f)
         for (int64_t j = 0; j < n; ++j) row[j] *= beta;
     }
@@ -87,22 +98,24 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alph
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     int64_t kc = std::min(KC, k - p0);
     parallelFor(mTiles * nTiles, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> ap(size_t(((MC + MR - 1) / MR) * MR * kc));
-      std::vector<float> bp(size_t(((NC + NR - 1) / NR) * NR * kc));
+      // Both packed panels live in the thread's GEMM scratch: A's first, then B's.
+      size_t aSize = size_t(((MC + MR - 1) / MR) * MR * kc);
+      float* ap = threadScratch(Scratch::Gemm, aSize + size_t(((NC + NR - 1) / NR) * NR * kc));
+      float* bp = ap + aSize;
       int64_t packedN = -1;
       for (int64_t t = t0; t < t1; ++t) {
         int64_t mi = t % mTiles, nj = t / mTiles;
         int64_t i0 = mi * MC, mc = std::min(MC, m - i0);
         int64_t j0 = nj * NC, nc = std::min(NC, n - j0);
         if (packedN != nj) {
-          packB(b, ldb, transB, p0, kc, j0, nc, bp.data());
+          packB(b, ldb, transB, p0, kc, j0, nc, bp);
           packedN = nj;
         }
-        packA(a, lda, transA, i0, mc, p0, kc, ap.data());
+        packA(a, lda, transA, i0, mc, p0, kc, ap);
         for (int64_t ib = 0; ib < mc; ib += MR) {
           for (int64_t jb = 0; jb < nc; jb += NR) {
             float acc[MR][NR];
-            microKernel(kc, ap.data() + (ib / MR) * kc * MR, bp.data() + (jb / NR) * kc * NR, acc);
+            microKernel(kc, ap + (ib / MR) * kc * MR, bp + (jb / NR) * kc * NR, acc);
             int64_t rows = std::min(MR, mc - ib), cols = std::min(NR, nc - jb);
             for (int64_t r = 0; r < rows; ++r) {
               float* crow = c + (i0 + ib + r) * ldc + j0 + jb;

@@ -61,14 +61,6 @@ Status readConvGeometry(const KernelArgs& a, const Shape& x, const Shape& w, con
 
 namespace {
 
-/// The output positions o in [lo, hi) whose input position o*stride + offset lies in [0, in).
-void validRange(int64_t offset, int64_t stride, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
-  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
-  hi = std::min(hi, out);
-  lo = std::min(lo, hi);
-}
-
 /// Visits every (column row, output row) pair: fn(colRow, xRow, lo, hi, offW) where colRow points
 /// at outW column entries, xRow at the input row (nullptr when the row is padding), and the
 /// entries [lo, hi) read xRow[ow*strideW + offW].

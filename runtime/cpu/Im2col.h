@@ -32,6 +32,39 @@ struct ConvGeometry {
   bool isDepthwise() const { return group == inC && group == outC; }
 };
 
+/// The output positions o in [lo, hi) whose input position o*stride + offset lies in [0, in).
+inline void validRange(int64_t offset, int64_t stride, int64_t in, int64_t out, int64_t& lo,
+                       int64_t& hi) {
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  hi = hi < out ? hi : out;
+  lo = lo < hi ? lo : hi;
+}
+
+/// Walks one plane's output rows and, for each, the kernel taps in kernel order whose input row
+/// lies inside the plane: fn(inRow, outRow, k, lo, hi, offW), where inRow and outRow are element
+/// offsets of the rows within their planes, k indexes the kernel, and output positions ow in
+/// [lo, hi) read input column ow * stride[2] + offW. The direct (depthwise) loops use it.
+template <typename Fn> void forEachRowTap(const ConvGeometry& g, Fn&& fn) {
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      int64_t outRow = (od * g.out[1] + oh) * g.out[2], k = 0;
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+        for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+          int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+          bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+          for (int64_t kw = 0; kw < g.k[2]; ++kw, ++k) {
+            if (!inside) continue;
+            int64_t offW = kw * g.dilation[2] - g.pad[2], lo, hi;
+            validRange(offW, g.stride[2], g.in[2], g.out[2], lo, hi);
+            fn((id * g.in[1] + ih) * g.in[2], outRow, k, lo, hi, offW);
+          }
+        }
+      }
+    }
+}
+
 /// Reads strides, pads, dilations and group, and checks that x[N,C,*S], w[M,C/group,*K] and
 /// y[N,M,*O] describe a forward convolution. With checkOutput false the spatial sizes of y are
 /// taken as given (ConvTranspose checks its own output formula); pads may then be asymmetric in

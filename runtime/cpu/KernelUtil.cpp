@@ -1,5 +1,7 @@
 #include "runtime/cpu/KernelUtil.h"
 
+#include <memory>
+
 namespace hgp::cpu {
 
 Status checkArity(const KernelArgs& a, size_t minIn, size_t maxIn, size_t minOut, size_t maxOut) {
@@ -70,6 +72,20 @@ void coalesceDims(Shape& shape, std::vector<std::vector<int64_t>*> strides) {
   }
   shape = s;
   for (size_t k = 0; k < strides.size(); ++k) *strides[k] = st[k];
+}
+
+float* threadScratch(Scratch slot, size_t n) {
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[3];
+  Buffer& b = buffers[int(slot)];
+  if (b.size < n) {
+    b.data.reset(new float[n]); // uninitialized: callers overwrite what they use
+    b.size = n;
+  }
+  return b.data.get();
 }
 
 namespace {

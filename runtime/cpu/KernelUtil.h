@@ -85,6 +85,14 @@ void forEachStrided(const Shape& shape, const std::vector<int64_t>& strides, int
 void stridedCopy(void* dst, const void* src, Shape shape, std::vector<int64_t> srcStrides,
                  int64_t base, int64_t elemSize);
 
+/// Scratch buffers that executors reuse from call to call. Fresh pages from the OS are slow to
+/// fault in, and an im2col matrix can be tens of megabytes, so each thread keeps its buffers.
+enum class Scratch { Columns, Partials, Gemm };
+
+/// A buffer of at least `n` floats, owned by the calling thread, contents unspecified. It stays
+/// valid until the same thread asks for the same slot again.
+float* threadScratch(Scratch slot, size_t n);
+
 /// Copies a whole tensor unless source and destination are the same bytes.
 inline void copyBytes(const TensorView& dst, const TensorView& src) {
   if (dst.data != src.data)
