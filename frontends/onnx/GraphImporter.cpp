@@ -162,11 +162,12 @@ private:
       HGP_ASSIGN_OR_RETURN(std::shared_ptr<TensorData> data, tensorFromProto(t, baseDir_, what));
       data->onnxName = t.name();
       ctx_.initializers[t.name()] = data;
-      if (!isFloatDType(data->type.dtype)) {
+      // Non-float initializers are constants (shape operands, mostly); so are empty tensors,
+      // which can only serve as compile-time operands.
+      if (!isFloatDType(data->type.dtype) || data->type.numElements() == 0) {
         ctx_.known[t.name()] = data;
         continue;
       }
-      HGP_TRY(checkedShape(data->type.shape, what, /*allowZero=*/false).status());
       TensorRole role = stateNames_.count(t.name()) ? TensorRole::State : TensorRole::Param;
       HGP_ASSIGN_OR_RETURN(Value * v, ctx_.graph.addGraphValue(t.name(), role, data->type, data));
       ctx_.values[t.name()] = v;
