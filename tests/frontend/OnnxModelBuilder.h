@@ -10,9 +10,14 @@
 //   setInts(conv, "pads", {1, 1, 1, 1});
 //   b.output("y");
 //   auto r = b.import({.batch = 2});
+//
+// importOk() and importError() wrap the import with the checks most tests want.
 #pragma once
 
+#include "compiler/ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
+
+#include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
 
@@ -173,5 +178,41 @@ public:
 
   onnx::ModelProto model;
 };
+
+/// Imports, checks that the IR verifies, and returns the graph.
+inline std::unique_ptr<Graph> importOk(const OnnxModelBuilder& b, int64_t batch = 0) {
+  OnnxImportOptions o;
+  o.batch = batch;
+  auto r = b.import(o);
+  EXPECT_TRUE(r.hasValue()) << r.status().toString();
+  if (!r) return nullptr;
+  Status v = verifyGraph(*r->graph);
+  EXPECT_TRUE(v.isOk()) << v.toString() << "\n" << printGraph(*r->graph);
+  return std::move(r->graph);
+}
+
+/// The error message of an import that must fail with InvalidModel.
+inline std::string importError(const OnnxModelBuilder& b, int64_t batch = 0) {
+  OnnxImportOptions o;
+  o.batch = batch;
+  auto r = b.import(o);
+  EXPECT_FALSE(r.hasValue());
+  if (r) return "";
+  EXPECT_EQ(r.status().code(), ErrorCode::InvalidModel);
+  return r.status().message();
+}
+
+/// The first node of kind `op`.
+inline const Node* findOp(const Graph& g, OpKind op) {
+  for (const Node* n : g.nodes())
+    if (n->op() == op) return n;
+  return nullptr;
+}
+
+inline int countOps(const Graph& g, OpKind op) {
+  int c = 0;
+  for (const Node* n : g.nodes()) c += n->op() == op;
+  return c;
+}
 
 } // namespace hgp::test

@@ -11,47 +11,15 @@
 namespace hgp {
 namespace {
 
+using test::countOps;
+using test::findOp;
+using test::importError;
+using test::importOk;
 using test::OnnxModelBuilder;
 using test::setFloat;
 using test::setInt;
 using test::setInts;
 using test::setString;
-
-/// Imports, checks that the IR verifies, and returns the graph.
-std::unique_ptr<Graph> importOk(const OnnxModelBuilder& b, int64_t batch = 0) {
-  OnnxImportOptions o;
-  o.batch = batch;
-  auto r = b.import(o);
-  EXPECT_TRUE(r.hasValue()) << r.status().toString();
-  if (!r) return nullptr;
-  Status v = verifyGraph(*r->graph);
-  EXPECT_TRUE(v.isOk()) << v.toString() << "\n" << printGraph(*r->graph);
-  return std::move(r->graph);
-}
-
-/// The error message of an import that must fail with InvalidModel.
-std::string importError(const OnnxModelBuilder& b, int64_t batch = 0) {
-  OnnxImportOptions o;
-  o.batch = batch;
-  auto r = b.import(o);
-  EXPECT_FALSE(r.hasValue());
-  if (r) return "";
-  EXPECT_EQ(r.status().code(), ErrorCode::InvalidModel);
-  return r.status().message();
-}
-
-/// The first node of kind `op`.
-const Node* findOp(const Graph& g, OpKind op) {
-  for (const Node* n : g.nodes())
-    if (n->op() == op) return n;
-  return nullptr;
-}
-
-int countOps(const Graph& g, OpKind op) {
-  int c = 0;
-  for (const Node* n : g.nodes()) c += n->op() == op;
-  return c;
-}
 
 // ---- Convolution -------------------------------------------------------------------------------
 
@@ -617,150 +585,6 @@ TEST(OnnxImporterTest, DropoutMaskOutputIsUnsupported) {
   std::string e = importError(b);
   EXPECT_NE(e.find("node 'drop' (Dropout)"), std::string::npos) << e;
   EXPECT_NE(e.find("mask"), std::string::npos) << e;
-}
-
-// ---- Graph-level behaviour ---------------------------------------------------------------------
-
-TEST(OnnxImporterTest, GoldenPrintedIrForASmallModel) {
-  OnnxModelBuilder b(17, 8, "pytorch");
-  b.input("input", {-1, 1, 4, 4});
-  b.initializer("conv.weight", {2, 1, 3, 3});
-  b.initializer("conv.bias", {2});
-  setInts(b.node("Conv", {"input", "conv.weight", "conv.bias"}, {"c"}, "/conv/Conv"), "pads",
-          {1, 1, 1, 1});
-  b.node("Relu", {"c"}, {"r"});
-  b.node("Flatten", {"r"}, {"logits"}, "/Flatten");
-  b.output("logits");
-  auto g = importOk(b, 2);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(printGraph(*g), R"(graph "test" {
-  input %input: f32[2,1,4,4]
-  param %conv.weight: f32[2,1,3,3]
-  param %conv.bias: f32[2]
-  %t0: act f32[2,2,4,4] = Conv(%input, %conv.weight, %conv.bias) {dilations=[1,1], group=1, pads=[1,1,1,1], strides=[1,1]} loc("/conv/Conv")
-  %t1: act f32[2,2,4,4] = Relu(%t0) loc("Relu_1")
-  %logits: act f32[2,32] = Reshape(%t1) {shape=[2,32]} loc("/Flatten")
-  output %logits
-}
-)");
-}
-
-TEST(OnnxImporterTest, BatchOptionRebatchesStaticInputs) {
-  OnnxModelBuilder b;
-  b.input("x", {8, 3});
-  b.node("Relu", {"x"}, {"y"});
-  b.output("y");
-  auto g = importOk(b, 5);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->findValue("x")->shape(), (Shape{5, 3}));
-  OnnxImportOptions keep;
-  auto r = b.import(keep);
-  ASSERT_TRUE(r.hasValue());
-  EXPECT_EQ(r->info.batch, 8);
-}
-
-TEST(OnnxImporterTest, SymbolicDimsNeedBatchAndOnlyDimZero) {
-  OnnxModelBuilder b;
-  b.input("x", {-1, 3});
-  b.node("Relu", {"x"}, {"y"});
-  b.output("y");
-  EXPECT_NE(importError(b).find("pass --batch"), std::string::npos);
-  OnnxModelBuilder c;
-  c.input("x", {2, -1});
-  c.node("Relu", {"x"}, {"y"});
-  c.output("y");
-  std::string e = importError(c, 2);
-  EXPECT_NE(e.find("graph input 'x' dim 1 is symbolic"), std::string::npos) << e;
-}
-
-TEST(OnnxImporterTest, ConstantInputsBindGraphInputsAtCompileTime) {
-  OnnxModelBuilder b;
-  b.input("x", {2, 6});
-  b.input("shape", {2}, onnx::TensorProto::INT64);
-  b.node("Reshape", {"x", "shape"}, {"y"});
-  b.output("y");
-  EXPECT_NE(importError(b).find("must be known at compile time"), std::string::npos);
-  OnnxImportOptions o;
-  auto shape = std::make_shared<TensorData>();
-  shape->type = {DType::I64, {2}};
-  std::vector<int64_t> v = {3, 4};
-  shape->bytes.assign(reinterpret_cast<uint8_t*>(v.data()),
-                      reinterpret_cast<uint8_t*>(v.data()) + 16);
-  o.constantInputs["shape"] = shape;
-  auto r = b.import(o);
-  ASSERT_TRUE(r.hasValue()) << r.status().toString();
-  EXPECT_EQ(r->graph->outputs()[0]->shape(), (Shape{3, 4}));
-  EXPECT_EQ(r->graph->findValue("shape"), nullptr);
-}
-
-TEST(OnnxImporterTest, UnsortedNodesAreSortedAndUnnamedNodesNamed) {
-  OnnxModelBuilder b;
-  b.input("x", {2});
-  b.node("Relu", {"a"}, {"y"});
-  b.node("Sigmoid", {"x"}, {"a"});
-  b.output("y");
-  auto g = importOk(b);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->nodes()[0]->op(), OpKind::Sigmoid);
-  EXPECT_EQ(g->nodes()[0]->name(), "Sigmoid_1");
-  EXPECT_EQ(g->nodes()[1]->name(), "Relu_0");
-}
-
-TEST(OnnxImporterTest, AllUnsupportedOpsAreListedAtOnce) {
-  OnnxModelBuilder b;
-  b.input("x", {2});
-  b.node("NonMaxSuppression", {"x"}, {"a"}, "nms_1");
-  auto& custom = b.node("Foo", {"a"}, {"y"}, "x");
-  custom.set_domain("com.example");
-  b.output("y");
-  EXPECT_EQ(importError(b),
-            "unsupported ops: NonMaxSuppression (node 'nms_1'), com.example.Foo (node 'x')");
-}
-
-TEST(OnnxImporterTest, CycleIsReportedWithANodeOnIt) {
-  OnnxModelBuilder b;
-  b.input("x", {2});
-  b.node("Add", {"x", "c"}, {"a"}, "first");
-  b.node("Relu", {"a"}, {"c"}, "second");
-  b.node("Relu", {"c"}, {"y"}, "after");
-  b.output("y");
-  std::string e = importError(b);
-  EXPECT_NE(e.find("cycle through node '"), std::string::npos) << e;
-  EXPECT_EQ(e.find("'after'"), std::string::npos) << "'after' is not on the cycle: " << e;
-}
-
-TEST(OnnxImporterTest, OutputsKeepOnnxNamesWhenFree) {
-  OnnxModelBuilder b;
-  b.input("x", {2});
-  b.node("Identity", {"x"}, {"same"}); // an alias of an input keeps the input's name
-  b.node("Relu", {"x"}, {"r"});
-  b.output("same");
-  b.output("r");
-  auto g = importOk(b);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->outputs()[0]->name(), "x");
-  EXPECT_EQ(g->outputs()[1]->name(), "r");
-}
-
-TEST(OnnxImporterTest, StaticOperandTable) {
-  EXPECT_TRUE(isStaticOperand("Reshape", 1));
-  EXPECT_FALSE(isStaticOperand("Reshape", 0));
-  for (int i = 1; i <= 4; ++i) EXPECT_TRUE(isStaticOperand("Slice", i));
-  EXPECT_TRUE(isStaticOperand("Pad", 1));
-  EXPECT_TRUE(isStaticOperand("Pad", 2));
-  EXPECT_TRUE(isStaticOperand("Pad", 3));
-  EXPECT_TRUE(isStaticOperand("Split", 1));
-  EXPECT_TRUE(isStaticOperand("Squeeze", 1));
-  EXPECT_TRUE(isStaticOperand("Unsqueeze", 1));
-  EXPECT_TRUE(isStaticOperand("ReduceMean", 1));
-  EXPECT_TRUE(isStaticOperand("Clip", 1));
-  EXPECT_TRUE(isStaticOperand("Clip", 2));
-  EXPECT_TRUE(isStaticOperand("Dropout", 1));
-  EXPECT_TRUE(isStaticOperand("Dropout", 2));
-  EXPECT_FALSE(isStaticOperand("Conv", 1));
-  EXPECT_FALSE(isStaticOperand("Shape", 0));
-  EXPECT_FALSE(isStaticOperand("NoSuchOp", 0));
-  EXPECT_FALSE(isStaticOperand("Reshape", -1));
 }
 
 } // namespace
