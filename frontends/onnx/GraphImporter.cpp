@@ -91,8 +91,8 @@ private:
       const auto& node = g_.node(i);
       if (isDefaultDomain(node.domain()) && findOnnxOp(node.op_type())) continue;
       if (++count > 20) continue;
-      std::string op =
-          isDefaultDomain(node.domain()) ? node.op_type() : node.domain() + "." + node.op_type();
+      std::string op = node.op_type().empty() ? "(no op_type)" : node.op_type();
+      if (!isDefaultDomain(node.domain())) op = node.domain() + "." + op;
       list += (list.empty() ? "" : ", ") + op + " (node '" + locs_[size_t(i)] + "')";
     }
     if (count > 20) list += ", and " + std::to_string(count - 20) + " more";

@@ -18,7 +18,29 @@ namespace {
 Status invalid(const std::string& msg) {
   return Status(ErrorCode::InvalidModel, msg);
 }
+
 } // namespace
+
+Status oneLine(Status s) {
+  if (s.isOk()) return s;
+  constexpr size_t kMaxLength = 2000;
+  static const char* const kHex = "0123456789abcdef";
+  std::string m;
+  for (unsigned char c : s.message()) {
+    if (m.size() >= kMaxLength) {
+      m += "...";
+      break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      m += "\\x";
+      m += kHex[c >> 4];
+      m += kHex[c & 15];
+    } else {
+      m += char(c);
+    }
+  }
+  return Status(s.code(), m);
+}
 
 Expected<std::vector<uint8_t>> readModelFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -88,9 +110,9 @@ Expected<int64_t> checkModelHeader(const onnx::ModelProto& model) {
   return opset;
 }
 
-Expected<OnnxImportResult> importOnnxBytes(std::span<const uint8_t> bytes,
-                                           const std::string& baseDir,
-                                           const OnnxImportOptions& options) {
+namespace {
+Expected<OnnxImportResult> importBytes(std::span<const uint8_t> bytes, const std::string& baseDir,
+                                       const OnnxImportOptions& options) {
   onnx::ModelProto model;
   HGP_TRY(parseModel(bytes, model));
   HGP_ASSIGN_OR_RETURN(int64_t opset, checkModelHeader(model));
@@ -108,11 +130,21 @@ Expected<OnnxImportResult> importOnnxBytes(std::span<const uint8_t> bytes,
   HGP_TRY(importGraph(ctx, model.graph(), baseDir, result.info));
   return result;
 }
+} // namespace
+
+Expected<OnnxImportResult> importOnnxBytes(std::span<const uint8_t> bytes,
+                                           const std::string& baseDir,
+                                           const OnnxImportOptions& options) {
+  auto r = importBytes(bytes, baseDir, options);
+  if (!r) return oneLine(r.takeStatus());
+  return r;
+}
 
 Expected<OnnxImportResult> importOnnxFile(const std::string& path,
                                           const OnnxImportOptions& options) {
-  HGP_ASSIGN_OR_RETURN(auto bytes, readModelFile(path));
-  return importOnnxBytes(bytes, modelDirOf(path), options);
+  auto bytes = readModelFile(path);
+  if (!bytes) return oneLine(bytes.takeStatus());
+  return importOnnxBytes(*bytes, modelDirOf(path), options);
 }
 
 } // namespace hgp

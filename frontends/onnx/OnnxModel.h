@@ -17,6 +17,10 @@ namespace hgp {
 constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 10;
 constexpr int64_t kMinOpset = 7, kMaxOpset = 20;
 
+/// The error with control characters escaped and its length bounded: names in a model can hold
+/// anything, and the message printed for a bad model must stay one line.
+Status oneLine(Status s);
+
 /// Reads a whole model file (Io error when it cannot be read; InvalidModel when it is over the
 /// 2 GiB protobuf limit or not a regular file).
 Expected<std::vector<uint8_t>> readModelFile(const std::string& path);

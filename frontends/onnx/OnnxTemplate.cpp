@@ -130,7 +130,8 @@ Status toInferenceForm(onnx::GraphProto& g, int64_t opset) {
 
 } // namespace
 
-Expected<OnnxTemplate> buildOnnxTemplate(const std::string& path, bool inferenceForm) {
+namespace {
+Expected<OnnxTemplate> buildTemplate(const std::string& path, bool inferenceForm) {
   HGP_ASSIGN_OR_RETURN(auto file, readModelFile(path));
   onnx::ModelProto model;
   HGP_TRY(parseModel(file, model));
@@ -167,6 +168,13 @@ Expected<OnnxTemplate> buildOnnxTemplate(const std::string& path, bool inference
   out.bytes.assign(serialized.begin(), serialized.end());
   out.initializerOffsets = std::move(offsets);
   return out;
+}
+} // namespace
+
+Expected<OnnxTemplate> buildOnnxTemplate(const std::string& path, bool inferenceForm) {
+  auto t = buildTemplate(path, inferenceForm);
+  if (!t) return oneLine(t.takeStatus());
+  return t;
 }
 
 } // namespace hgp

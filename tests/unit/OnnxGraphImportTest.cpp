@@ -242,5 +242,15 @@ TEST(OnnxGraphImportTest, ShapeChainResultAsGraphOutputBecomesAConst) {
   EXPECT_EQ(s->data()->elementAsInt(1), 5);
 }
 
+TEST(OnnxGraphImportTest, ErrorsStayOneLineWhateverTheNames) {
+  OnnxModelBuilder b;
+  b.input("x", {2});
+  b.node("Bogus", {"x"}, {"y"}, "evil\nname\x1b[31m");
+  b.output("y");
+  std::string e = importError(b);
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_NE(e.find("evil\\x0aname\\x1b[31m"), std::string::npos) << e;
+}
+
 } // namespace
 } // namespace hgp
