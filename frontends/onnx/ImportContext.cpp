@@ -91,6 +91,10 @@ Expected<std::vector<int64_t>> OnnxNode::staticInts(size_t i, const char* what) 
     return fail(std::string(what) + " must be an integer tensor, not " + dtypeName(t->type.dtype));
   if (t->type.rank() > 1)
     return fail(std::string(what) + " must be 1-D, got shape " + shapeToString(t->type.shape));
+  // Shapes, axes, pads and sizes are short; a long list is a hostile model, not a shape.
+  if (t->type.numElements() > (int64_t(1) << 20))
+    return fail(std::string(what) + " has " + std::to_string(t->type.numElements()) +
+                " entries, more than 2^20");
   return readInts(*t);
 }
 

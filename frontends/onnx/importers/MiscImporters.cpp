@@ -123,6 +123,8 @@ Status importGather(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(TensorDataPtr indices, n.staticInput(1, "indices"));
   if (isFloatDType(indices->type.dtype) || indices->type.dtype == DType::Bool)
     return n.fail("indices must be integers");
+  if (indices->type.numElements() > kMaxFoldedBytes / 8)
+    return n.fail("too many indices to fold");
   const Shape& ds = data->type.shape;
   if (ds.empty()) return n.fail("data must have rank 1 or more");
   HGP_ASSIGN_OR_RETURN(int64_t axis, n.attrInt("axis", 0));
@@ -142,8 +144,9 @@ Status importGather(OnnxNode& n) {
         return n.fail("index " + std::to_string(i) + " is out of range for dim " +
                       std::to_string(dim));
       if (i < 0) i += dim;
-      std::memcpy(res->bytes.data() + pos, data->bytes.data() + (o * dim + i) * inner,
-                  size_t(inner));
+      if (inner)
+        std::memcpy(res->bytes.data() + pos, data->bytes.data() + (o * dim + i) * inner,
+                    size_t(inner));
       pos += size_t(inner);
     }
   }

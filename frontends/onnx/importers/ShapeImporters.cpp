@@ -80,7 +80,7 @@ Expected<TensorDataPtr> foldConcat(OnnxNode& n, const std::vector<TensorDataPtr>
   for (int64_t o = 0; o < outer; ++o) {
     for (const auto& p : parts) {
       int64_t chunk = p->type.numElements() / outer * esize;
-      std::memcpy(out->bytes.data() + pos, p->bytes.data() + o * chunk, size_t(chunk));
+      if (chunk) std::memcpy(out->bytes.data() + pos, p->bytes.data() + o * chunk, size_t(chunk));
       pos += size_t(chunk);
     }
   }
