@@ -1,0 +1,341 @@
+// DeviceUtil.cuh - what the CUDA op families share (internal to runtime/cuda).
+//
+// Operand checks: the compiler's shape rules already hold, so a failed check is a bug or a
+// corrupted plan, and the executor returns ErrorCode::Internal instead of launching a kernel that
+// reads out of bounds. Launch sizing: grid-stride loops capped at a few waves of the device.
+// Deterministic reductions: a block sums in a fixed tree (warp shuffles, then one warp over the
+// warps), so a result depends only on the launch shape, never on timing; no float atomics
+// anywhere. Tables: executors that need device-side tables (pointer lists, index maps) build
+// them once, in their first (eager) call, in a DeviceBuffer kept in the step's state.
+#pragma once
+
+#include "runtime/cuda/CudaKernel.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hgp::cuda {
+
+// ---- Operand checks (host) -----------------------------------------------------------------
+
+inline Status checkArity(const CudaArgs& a, size_t minIn, size_t maxIn, size_t minOut,
+                         size_t maxOut) {
+  if (a.in.size() < minIn || a.in.size() > maxIn || a.out.size() < minOut || a.out.size() > maxOut)
+    return a.fail("got " + std::to_string(a.in.size()) + " inputs and " +
+                  std::to_string(a.out.size()) + " outputs");
+  for (const auto& v : a.in)
+    if (!v.shape || !v.data) return a.fail("an input has no shape or no data");
+  for (const auto& v : a.out)
+    if (!v.shape || !v.data) return a.fail("an output has no shape or no data");
+  return Status::ok();
+}
+
+inline Status checkF32(const CudaArgs& a, const DeviceTensor& v, const char* what) {
+  if (v.dtype != DType::F32)
+    return a.fail(std::string(what) + " must be f32, got " + dtypeName(v.dtype));
+  return Status::ok();
+}
+
+inline Status checkShape(const CudaArgs& a, const DeviceTensor& v, const Shape& want,
+                         const char* what) {
+  if (*v.shape != want)
+    return a.fail(std::string(what) + " has shape " + shapeToString(*v.shape) + ", expected " +
+                  shapeToString(want));
+  return Status::ok();
+}
+
+inline Status checkScalar(const CudaArgs& a, const DeviceTensor& v, DType t, const char* what) {
+  if (v.dtype != t || v.numel() != 1)
+    return a.fail(std::string(what) + " must be a " + dtypeName(t) + " scalar, got " +
+                  dtypeName(v.dtype) + shapeToString(*v.shape));
+  return Status::ok();
+}
+
+/// Reads an integer list attribute that must have exactly `n` entries.
+inline Status readInts(const CudaArgs& a, const char* name, size_t n, std::vector<int64_t>& out) {
+  const AttrValue* v = a.attrs().find(name);
+  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v))
+    return a.fail(std::string("attribute '") + name + "' is missing or not an integer list");
+  out = std::get<std::vector<int64_t>>(*v);
+  if (out.size() != n)
+    return a.fail(std::string("attribute '") + name + "' has " + std::to_string(out.size()) +
+                  " entries, expected " + std::to_string(n));
+  return Status::ok();
+}
+
+// ---- Launch sizing -------------------------------------------------------------------------
+
+/// Blocks of `threads` for a grid-stride loop over `work` items: one item per thread, at most
+/// `wavesCap` blocks per multiprocessor.
+inline unsigned blocksFor(const CudaArgs& a, int64_t work, int threads = kBlock,
+                          int wavesCap = 16) {
+  int64_t b = (work + threads - 1) / threads;
+  int64_t cap =
+      int64_t(a.ctx.props.multiProcessorCount > 0 ? a.ctx.props.multiProcessorCount : 132) *
+      wavesCap;
+  return unsigned(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+inline int smCount(const CudaArgs& a) {
+  return a.ctx.props.multiProcessorCount > 0 ? a.ctx.props.multiProcessorCount : 132;
+}
+
+/// Whether every pointer is 16-byte aligned (float4 access).
+inline bool aligned16(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) & 15) return false;
+  return true;
+}
+
+/// Enqueues a device-to-device copy of a whole tensor unless source and destination coincide.
+inline Status copyTensor(const CudaArgs& a, const DeviceTensor& dst, const DeviceTensor& src) {
+  if (dst.data == src.data) return Status::ok();
+  HGP_CUDA_TRY(cudaMemcpyAsync(dst.data, src.data, size_t(src.numel() * dtypeSize(src.dtype)),
+                               cudaMemcpyDeviceToDevice, a.stream));
+  return Status::ok();
+}
+
+// ---- Shapes (host) -------------------------------------------------------------------------
+
+/// Row-major strides of a shape.
+inline std::vector<int64_t> stridesOf(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t i = int64_t(s.size()) - 2; i >= 0; --i)
+    st[size_t(i)] = st[size_t(i) + 1] * s[size_t(i) + 1];
+  return st;
+}
+
+/// Strides for reading shape `s` broadcast to `out` (0 on broadcast dims).
+inline std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  auto own = stridesOf(s);
+  size_t off = out.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i) st[off + i] = s[i] == 1 ? 0 : own[i];
+  return st;
+}
+
+/// Merges adjacent dims that every stride list walks contiguously and drops dims of size 1
+/// (as the CPU's coalesceDims). The result keeps at least one dim.
+inline void coalesceDims(Shape& shape, std::vector<std::vector<int64_t>*> strides) {
+  Shape s;
+  std::vector<std::vector<int64_t>> st(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !s.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k)
+      merge = st[k].back() == (*strides[k])[d] * shape[d];
+    if (merge) {
+      s.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
+    } else {
+      s.push_back(shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
+    }
+  }
+  if (s.empty()) {
+    s.push_back(1);
+    for (auto& v : st) v.push_back(0);
+  }
+  shape = s;
+  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = st[k];
+}
+
+/// Packs a shape and one stride list into Dims (fails beyond kMaxDims).
+inline Status toDims(const CudaArgs& a, const Shape& shape, const std::vector<int64_t>& strides,
+                     Dims& d) {
+  if (shape.size() > size_t(kMaxDims))
+    return a.fail("more than " + std::to_string(kMaxDims) + " dims after merging");
+  d = Dims();
+  d.rank = int(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    d.size[i] = shape[i];
+    d.stride[i] = strides[i];
+  }
+  return Status::ok();
+}
+
+// ---- Device helpers ------------------------------------------------------------------------
+
+#define HGP_GRID_LOOP(i, n)                                                                        \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);                        \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+/// The offset of row-major element `i` of d's shape under d's strides.
+__device__ __forceinline__ int64_t stridedOffset(const Dims& d, int64_t i) {
+  int64_t off = 0;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    int64_t s = d.size[k];
+    int64_t q = i / s;
+    off += (i - q * s) * d.stride[k];
+    i = q;
+  }
+  return off;
+}
+
+/// Sums `v` over the block in a fixed order; the result is valid in thread 0. `scratch` holds
+/// one T per warp. Every thread of the block must call it.
+template <typename T> __device__ T blockSum(T v, T* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  int warps = int(blockDim.x + 31) >> 5;
+  __syncthreads(); // scratch may still be read from an earlier call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? scratch[lane] : T(0);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  }
+  return v;
+}
+
+/// Sums `v` over a warp in a fixed order; the result is valid in lane 0.
+template <typename T> __device__ __forceinline__ T warpSum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---- Per-channel reductions ----------------------------------------------------------------
+//
+// A tensor viewed as [outer, channels, inner] (BatchNorm's [N, C, H*W], or any "sum over every
+// dim but one"). Each channel's outer*inner elements are split into `parts` contiguous chunks of
+// the channel's own element order; block (p, c) sums chunk p of channel c into NV doubles, and a
+// finalize kernel adds the parts of a channel in order p = 0, 1, ...: a deterministic two-stage
+// reduction that fills the device even when there are few channels.
+
+struct ChannelShape {
+  int64_t outer = 1, channels = 1, inner = 1;
+  __host__ __device__ int64_t count() const { return outer * inner; }
+};
+
+struct ChannelSplit {
+  int parts = 1;
+  int64_t chunk = 0; ///< Elements per part (a multiple of 4 when vectorized).
+  bool vec = false;  ///< float4 loads: inner % 4 == 0 and aligned data.
+};
+
+/// Chooses the split: about two waves of 256-thread blocks in all, at least 4096 elements a part.
+inline ChannelSplit planChannelSplit(const CudaArgs& a, const ChannelShape& s, bool aligned) {
+  ChannelSplit sp;
+  sp.vec = aligned && s.inner % 4 == 0;
+  int64_t count = s.count();
+  int64_t target = int64_t(smCount(a)) * 16;
+  int64_t parts = (target + s.channels - 1) / s.channels;
+  int64_t maxParts = (count + 4095) / 4096;
+  parts = parts < 1 ? 1 : parts > maxParts ? maxParts : parts;
+  if (parts < 1) parts = 1;
+  int64_t chunk = (count + parts - 1) / parts;
+  if (sp.vec) chunk = (chunk + 3) / 4 * 4;
+  sp.parts = int((count + chunk - 1) / chunk);
+  sp.chunk = chunk;
+  return sp;
+}
+
+/// Block (p, c) of the partial-sum kernel: F::Channel ch = f.channel(c) accumulates elements
+/// with ch.one(acc, offset) and, when vectorized, four at a time with ch.four(acc, offset).
+/// partials[(c * parts + p) * NV + k] receives sum k of the chunk.
+template <int NV, typename F>
+__global__ void channelPartialsKernel(ChannelShape s, ChannelSplit sp, F f, double* partials) {
+  __shared__ double scratch[32];
+  int64_t c = blockIdx.y;
+  int p = int(blockIdx.x);
+  auto ch = f.channel(c);
+  double acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = 0.0;
+  uint32_t count = uint32_t(s.count()), inner = uint32_t(s.inner);
+  uint32_t begin = uint32_t(int64_t(p) * sp.chunk);
+  uint32_t end = uint32_t(min(int64_t(count), int64_t(p + 1) * sp.chunk));
+  int64_t planeStride = s.channels * s.inner, base = c * s.inner;
+  if (sp.vec) {
+    for (uint32_t e = begin + 4 * threadIdx.x; e < end; e += 4 * blockDim.x) {
+      uint32_t i = e / inner, j = e - i * inner;
+      ch.four(acc, base + int64_t(i) * planeStride + j);
+    }
+  } else {
+    for (uint32_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
+      uint32_t i = e / inner, j = e - i * inner;
+      ch.one(acc, base + int64_t(i) * planeStride + j);
+    }
+  }
+  for (int k = 0; k < NV; ++k) {
+    double v = blockSum(acc[k], scratch);
+    if (threadIdx.x == 0) partials[(c * sp.parts + p) * NV + k] = v;
+  }
+}
+
+/// Launches the partial sums; `partials` holds channels * parts * NV doubles.
+template <int NV, typename F>
+Status launchChannelPartials(const CudaArgs& a, const ChannelShape& s, const ChannelSplit& sp,
+                             const F& f, double* partials) {
+  if (s.count() >= (int64_t(1) << 31)) return a.fail("more than 2^31 elements per channel");
+  if (s.channels > 65535) return a.fail("more than 65535 channels");
+  dim3 grid(unsigned(sp.parts), unsigned(s.channels));
+  channelPartialsKernel<NV><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  return checkLaunch(a, "channelPartialsKernel");
+}
+
+/// The sum over the parts of channel c, in part order.
+template <int NV>
+__device__ __forceinline__ void sumParts(const double* partials, int parts, int64_t c,
+                                         double (&out)[NV]) {
+  for (int k = 0; k < NV; ++k) out[k] = 0.0;
+  for (int p = 0; p < parts; ++p)
+    for (int k = 0; k < NV; ++k) out[k] += partials[(c * parts + p) * NV + k];
+}
+
+// ---- Device tables -------------------------------------------------------------------------
+
+/// Device memory owned by a step's state: allocated and filled on the executor's first (eager)
+/// call, freed with the state.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  /// Copies `n` bytes from the host into a fresh allocation. Only outside capture.
+  Status upload(const CudaArgs& a, const void* host, size_t n) {
+    if (a.ctx.capturing) return a.fail("a device table was first built during graph capture");
+    if (ptr) HGP_CUDA_TRY(cudaFree(ptr));
+    ptr = nullptr;
+    bytes = 0;
+    HGP_CUDA_TRY(cudaMalloc(&ptr, n < 16 ? 16 : n));
+    // Ordered on the step's stream; the wait keeps `host` alive until the copy is done.
+    HGP_CUDA_TRY(cudaMemcpyAsync(ptr, host, n, cudaMemcpyHostToDevice, a.stream));
+    HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+    bytes = n;
+    return Status::ok();
+  }
+  /// Makes the buffer at least `n` bytes (contents undefined). Only outside capture.
+  Status reserve(const CudaArgs& a, size_t n) {
+    if (n <= bytes && ptr) return Status::ok();
+    if (a.ctx.capturing) return a.fail("scratch memory was first needed during graph capture");
+    if (ptr) HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+    if (ptr) HGP_CUDA_TRY(cudaFree(ptr));
+    ptr = nullptr;
+    bytes = 0;
+    HGP_CUDA_TRY(cudaMalloc(&ptr, n < 16 ? 16 : n));
+    bytes = n;
+    return Status::ok();
+  }
+  template <typename T> T* as() const { return static_cast<T*>(ptr); }
+};
+
+/// Scratch memory owned by one step, allocated on its eager first call. Steps keep their own
+/// (small) scratch rather than the shared workspace because a graph captured earlier keeps the
+/// workspace's address, and the workspace moves when a later program's first run grows it.
+struct ScratchState : StepState {
+  DeviceBuffer scratch;
+};
+
+template <typename T> Status stepScratch(CudaArgs& a, size_t bytes, T*& p) {
+  ScratchState& s = a.stateAs<ScratchState>();
+  HGP_TRY(s.scratch.reserve(a, bytes));
+  p = s.scratch.as<T>();
+  return Status::ok();
+}
+
+} // namespace hgp::cuda

@@ -1,0 +1,152 @@
+// CUDA executors for ReduceMean and ReduceSum over sorted axes (ReduceOps.cpp on the CPU).
+//
+// Sums accumulate in double. When the kept dims are one contiguous run, X is [outer, kept,
+// inner] and each output is a "channel": the convolution-bias gradient (every dim but 1) and
+// full reductions take the split two-stage channel reduction (DeviceUtil.cuh) when each output
+// sums many elements. Everything else runs a thread per output that walks its reduced elements in
+// row-major order, the order in which the CPU adds them. No atomics: results are deterministic.
+#include "runtime/cuda/DeviceUtil.cuh"
+
+namespace hgp::cuda {
+
+namespace {
+
+struct SumOne {
+  const float* x;
+  struct Channel {
+    const float* x;
+    __device__ void one(double (&acc)[1], int64_t off) const { acc[0] += x[off]; }
+    __device__ void four(double (&acc)[1], int64_t off) const {
+      float4 v = *reinterpret_cast<const float4*>(x + off);
+      acc[0] += (double(v.x) + double(v.y)) + (double(v.z) + double(v.w));
+    }
+  };
+  __device__ Channel channel(int64_t) const { return {x}; }
+};
+
+__global__ void channelFinalizeKernel(int64_t channels, int parts, const double* partials,
+                                      double divisor, float* y) {
+  HGP_GRID_LOOP(c, channels) {
+    double s[1];
+    sumParts<1>(partials, parts, c, s);
+    y[c] = float(divisor != 1.0 ? s[0] / divisor : s[0]);
+  }
+}
+
+/// A thread per output: `kept` maps the output index to X's offset, `reduced` the reduced index.
+__global__ void reduceGeneralKernel(const float* x, float* y, Dims kept, Dims reduced,
+                                    int64_t outputs, int64_t count, double divisor) {
+  HGP_GRID_LOOP(j, outputs) {
+    const float* xp = x + stridedOffset(kept, j);
+    int64_t idx[kMaxDims] = {};
+    int64_t off = 0;
+    double acc = 0;
+    int last = reduced.rank - 1;
+    for (int64_t r = 0; r < count; ++r) {
+      acc += xp[off];
+      // Odometer over the reduced dims, last fastest.
+      for (int d = last; d >= 0; --d) {
+        if (++idx[d] < reduced.size[d]) {
+          off += reduced.stride[d];
+          break;
+        }
+        off -= reduced.stride[d] * (reduced.size[d] - 1);
+        idx[d] = 0;
+      }
+    }
+    y[j] = float(divisor != 1.0 ? acc / divisor : acc);
+  }
+}
+
+Status reduce(CudaArgs& a, bool mean) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "X"));
+  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  const Shape& x = *a.in[0].shape;
+  const AttrValue* axesAttr = a.attrs().find("axes");
+  if (!axesAttr || !std::holds_alternative<std::vector<int64_t>>(*axesAttr))
+    return a.fail("attribute 'axes' is missing or not an integer list");
+  const auto& axes = std::get<std::vector<int64_t>>(*axesAttr);
+  bool keep = a.attrs().getInt("keepdims", 1) != 0;
+  std::vector<bool> reduced(x.size(), false);
+  int64_t prev = -1;
+  for (int64_t ax : axes) {
+    if (ax <= prev || ax >= int64_t(x.size()))
+      return a.fail("axes must be sorted, unique and in range");
+    reduced[size_t(ax)] = true;
+    prev = ax;
+  }
+  Shape y;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!reduced[i])
+      y.push_back(x[i]);
+    else if (keep)
+      y.push_back(1);
+  }
+  HGP_TRY(checkShape(a, a.out[0], y, "Y"));
+  if (axes.empty()) return copyTensor(a, a.out[0], a.in[0]);
+
+  int64_t outputs = a.out[0].numel(), count = a.in[0].numel() / outputs;
+  double divisor = mean ? double(count) : 1.0;
+  // Split X's dims (size-1 dims dropped) into kept and reduced lists.
+  std::vector<int64_t> xs = stridesOf(x);
+  Shape keptShape, redShape;
+  std::vector<int64_t> keptStrides, redStrides;
+  int firstKept = -1, lastKept = -1;
+  bool keptContiguous = true;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 1) continue;
+    if (reduced[d]) {
+      redShape.push_back(x[d]);
+      redStrides.push_back(xs[d]);
+    } else {
+      if (firstKept >= 0 && lastKept != int(d) - 1) {
+        // A reduced dim of size > 1 lies between two kept ones.
+        for (int k = lastKept + 1; k < int(d); ++k) keptContiguous &= x[size_t(k)] == 1;
+      }
+      if (firstKept < 0) firstKept = int(d);
+      lastKept = int(d);
+      keptShape.push_back(x[d]);
+      keptStrides.push_back(xs[d]);
+    }
+  }
+  const float* xp = a.in[0].f32();
+  float* yp = a.out[0].f32();
+  if (keptContiguous) {
+    ChannelShape s;
+    s.channels = outputs;
+    s.inner = firstKept < 0 ? 1 : xs[size_t(lastKept)];
+    s.outer = count / s.inner;
+    if (firstKept < 0) s.inner = count, s.outer = 1;
+    if (count >= 2048 && (s.inner >= 32 || outputs == 1) && outputs <= 65535) {
+      ChannelSplit sp = planChannelSplit(a, s, aligned16({xp}));
+      double* partials;
+      HGP_TRY(stepScratch(a, size_t(outputs * sp.parts) * sizeof(double), partials));
+      HGP_TRY(launchChannelPartials<1>(a, s, sp, SumOne{xp}, partials));
+      channelFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(outputs, sp.parts,
+                                                                            partials, divisor, yp);
+      return checkLaunch(a, "channelFinalizeKernel");
+    }
+  }
+  if (keptShape.empty()) keptShape.push_back(1), keptStrides.push_back(0);
+  if (redShape.empty()) redShape.push_back(1), redStrides.push_back(0);
+  coalesceDims(keptShape, {&keptStrides});
+  coalesceDims(redShape, {&redStrides});
+  Dims kept, red;
+  HGP_TRY(toDims(a, keptShape, keptStrides, kept));
+  HGP_TRY(toDims(a, redShape, redStrides, red));
+  reduceGeneralKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(xp, yp, kept, red, outputs,
+                                                                      count, divisor);
+  return checkLaunch(a, "reduceGeneralKernel");
+}
+
+} // namespace
+
+Status execReduceMean(CudaArgs& a) {
+  return reduce(a, /*mean=*/true);
+}
+Status execReduceSum(CudaArgs& a) {
+  return reduce(a, /*mean=*/false);
+}
+
+} // namespace hgp::cuda

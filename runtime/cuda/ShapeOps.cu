@@ -1,0 +1,408 @@
+// CUDA executors for data movement: Concat, Split, Slice, Reshape, Transpose, Pad, Expand, and
+// the gradients of Slice and Pad (ShapeOps.cpp on the CPU).
+//
+// The pure data-movement ops move elements of dtypeSize bytes, so they work for every dtype:
+// Concat and Split are one 2-D copy per part (cudaMemcpy2DAsync), Reshape a flat copy, and
+// Slice, Transpose and Expand one strided gather (merged dims, strides that may be zero or
+// negative). Pad and the gradients are f32. PadBwd is a gather: each input element sums the
+// padded positions that read it, in row-major order starting from zero, which is exactly the
+// order in which the CPU reference accumulates them.
+#include "runtime/cuda/DeviceUtil.cuh"
+
+namespace hgp::cuda {
+
+namespace {
+
+int64_t dimProduct(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+Status checkSameDType(const CudaArgs& a) {
+  for (const auto& v : a.in)
+    if (v.dtype != a.in[0].dtype) return a.fail("operands must have the same dtype");
+  for (const auto& v : a.out)
+    if (v.dtype != a.in[0].dtype) return a.fail("results must have the dtype of the operands");
+  return Status::ok();
+}
+
+template <typename T>
+__global__ void gatherKernel(T* dst, const T* src, Dims d, int64_t base, int64_t n) {
+  HGP_GRID_LOOP(i, n) dst[i] = src[base + stridedOffset(d, i)];
+}
+
+template <typename T>
+__global__ void scatterKernel(T* dst, const T* src, Dims d, int64_t base, int64_t n) {
+  HGP_GRID_LOOP(i, n) dst[base + stridedOffset(d, i)] = src[i];
+}
+
+/// dst[i] = src[base + offset of i] over `shape`, elements of `elemSize` bytes.
+Status stridedGather(CudaArgs& a, void* dst, const void* src, Shape shape,
+                     std::vector<int64_t> strides, int64_t base, int64_t elemSize) {
+  int64_t n = numElements(shape);
+  coalesceDims(shape, {&strides});
+  Dims d;
+  HGP_TRY(toDims(a, shape, strides, d));
+  unsigned grid = blocksFor(a, n);
+  switch (elemSize) {
+  case 1:
+    gatherKernel<<<grid, kBlock, 0, a.stream>>>(static_cast<uint8_t*>(dst),
+                                                static_cast<const uint8_t*>(src), d, base, n);
+    break;
+  case 2:
+    gatherKernel<<<grid, kBlock, 0, a.stream>>>(static_cast<uint16_t*>(dst),
+                                                static_cast<const uint16_t*>(src), d, base, n);
+    break;
+  case 4:
+    gatherKernel<<<grid, kBlock, 0, a.stream>>>(static_cast<uint32_t*>(dst),
+                                                static_cast<const uint32_t*>(src), d, base, n);
+    break;
+  case 8:
+    gatherKernel<<<grid, kBlock, 0, a.stream>>>(static_cast<uint64_t*>(dst),
+                                                static_cast<const uint64_t*>(src), d, base, n);
+    break;
+  default:
+    return a.fail("unsupported element size " + std::to_string(elemSize));
+  }
+  return checkLaunch(a, "gatherKernel");
+}
+
+/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split).
+Status checkStacking(const CudaArgs& a, const std::vector<DeviceTensor>& parts,
+                     const DeviceTensor& whole, int64_t axis) {
+  if (axis < 0 || axis >= whole.rank()) return a.fail("axis out of range");
+  int64_t total = 0;
+  for (const auto& p : parts) {
+    if (p.rank() != whole.rank()) return a.fail("operands must have the same rank");
+    for (int64_t d = 0; d < whole.rank(); ++d)
+      if (d != axis && p.dim(d) != whole.dim(d))
+        return a.fail(shapeToString(*p.shape) + " differs from " + shapeToString(*whole.shape) +
+                      " off the axis");
+    total += p.dim(axis);
+  }
+  if (total != whole.dim(axis)) return a.fail("the parts do not add up along the axis");
+  return Status::ok();
+}
+
+/// Copies each part's [outer, axisLen*inner] block to or from the whole tensor.
+Status stackCopy(CudaArgs& a, const std::vector<DeviceTensor>& parts, const DeviceTensor& whole,
+                 int64_t axis, bool toWhole) {
+  int64_t es = dtypeSize(whole.dtype);
+  int64_t outer = dimProduct(*whole.shape, 0, size_t(axis));
+  int64_t inner = dimProduct(*whole.shape, size_t(axis) + 1, whole.shape->size());
+  size_t wholeRow = size_t(whole.dim(axis) * inner * es);
+  size_t offset = 0;
+  for (const auto& p : parts) {
+    size_t partRow = size_t(p.dim(axis) * inner * es);
+    auto* wp = static_cast<uint8_t*>(whole.data) + offset;
+    auto* pp = static_cast<uint8_t*>(p.data);
+    if (toWhole)
+      HGP_CUDA_TRY(cudaMemcpy2DAsync(wp, wholeRow, pp, partRow, partRow, size_t(outer),
+                                     cudaMemcpyDeviceToDevice, a.stream));
+    else
+      HGP_CUDA_TRY(cudaMemcpy2DAsync(pp, partRow, wp, wholeRow, partRow, size_t(outer),
+                                     cudaMemcpyDeviceToDevice, a.stream));
+    offset += partRow;
+  }
+  return Status::ok();
+}
+
+/// The source strides and base offset that read Slice's result out of X (in elements).
+Status sliceView(const CudaArgs& a, const Shape& x, const Shape& y, std::vector<int64_t>& strides,
+                 int64_t& base) {
+  size_t r = x.size();
+  if (y.size() != r) return a.fail("Slice result rank differs from the input rank");
+  std::vector<int64_t> starts, ends, steps;
+  HGP_TRY(readInts(a, "starts", r, starts));
+  HGP_TRY(readInts(a, "ends", r, ends));
+  HGP_TRY(readInts(a, "steps", r, steps));
+  std::vector<int64_t> xs = stridesOf(x);
+  strides.assign(r, 0);
+  base = 0;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t st = starts[i], en = ends[i], sp = steps[i], count;
+    if (sp > 0 && st >= 0 && st <= x[i] && en >= st && en <= x[i])
+      count = (en - st + sp - 1) / sp;
+    else if (sp < 0 && st >= 0 && st < x[i] && en >= -1 && en <= st)
+      count = (st - en - sp - 1) / -sp;
+    else
+      return a.fail("slice bounds are not normalized along dim " + std::to_string(i));
+    if (count != y[i])
+      return a.fail("Slice result " + shapeToString(y) + " does not match the bounds");
+    strides[i] = sp * xs[i];
+    base += st * xs[i];
+  }
+  return Status::ok();
+}
+
+// ---- Pad -----------------------------------------------------------------------------------
+
+enum class PadMode : int { Constant, Reflect, Edge };
+
+struct PadGeometry {
+  int rank = 0;
+  PadMode mode = PadMode::Constant;
+  float value = 0.f;
+  int64_t in[kMaxDims] = {}, out[kMaxDims] = {}, before[kMaxDims] = {};
+};
+
+Status readPad(const CudaArgs& a, const Shape& x, const Shape& y, PadGeometry& g) {
+  size_t r = x.size();
+  if (r > size_t(kMaxDims)) return a.fail("Pad supports at most 8 dims");
+  std::vector<int64_t> pads;
+  HGP_TRY(readInts(a, "pads", 2 * r, pads));
+  std::string mode = a.attrs().getString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return a.fail("Pad mode '" + mode + "' is not supported");
+  if (y.size() != r) return a.fail("Pad result rank differs from the input rank");
+  g = PadGeometry();
+  g.rank = int(r);
+  g.mode = mode == "constant"  ? PadMode::Constant
+           : mode == "reflect" ? PadMode::Reflect
+                               : PadMode::Edge;
+  g.value = float(a.attrs().getFloat("value", 0.0));
+  for (size_t d = 0; d < r; ++d) {
+    int64_t before = pads[d], after = pads[r + d], n = x[d];
+    if (y[d] != n + before + after)
+      return a.fail("Pad result " + shapeToString(y) + " does not match");
+    if (mode != "constant" && (before < 0 || after < 0))
+      return a.fail("negative pads are only supported in constant mode");
+    if (mode == "reflect" && (before >= n || after >= n))
+      return a.fail("reflect padding must be smaller than the dim it pads");
+    g.in[d] = n;
+    g.out[d] = y[d];
+    g.before[d] = before;
+  }
+  return Status::ok();
+}
+
+/// The input index that padded position `o` of dim d reads, or -1 (the constant).
+__device__ __forceinline__ int64_t padSource(const PadGeometry& g, int d, int64_t o) {
+  int64_t n = g.in[d], i = o - g.before[d];
+  if (i >= 0 && i < n) return i;
+  if (g.mode == PadMode::Constant) return -1;
+  if (g.mode == PadMode::Edge) return i < 0 ? 0 : n - 1;
+  return i < 0 ? -i : 2 * (n - 1) - i; // reflect excludes the edge element
+}
+
+__global__ void padKernel(PadGeometry g, const float* x, float* y, int64_t total) {
+  HGP_GRID_LOOP(o, total) {
+    int64_t rest = o, in = 0, stride = 1;
+    bool fill = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t q = rest / g.out[d];
+      int64_t i = padSource(g, d, rest - q * g.out[d]);
+      rest = q;
+      fill |= i < 0;
+      in += i * stride;
+      stride *= g.in[d];
+    }
+    y[o] = fill ? g.value : x[in];
+  }
+}
+
+/// The padded positions of dim d that read input index i: up to three ascending ranges.
+struct Candidates {
+  int count = 0;
+  int64_t lo[3], hi[3];
+};
+
+__device__ __forceinline__ Candidates padReaders(const PadGeometry& g, int d, int64_t i) {
+  Candidates c;
+  int64_t n = g.in[d], b = g.before[d], m = g.out[d];
+  auto add = [&](int64_t lo, int64_t hi) {
+    if (lo < 0) lo = 0;
+    if (hi > m - 1) hi = m - 1;
+    if (lo <= hi) {
+      c.lo[c.count] = lo;
+      c.hi[c.count] = hi;
+      ++c.count;
+    }
+  };
+  if (g.mode == PadMode::Constant) {
+    add(i + b, i + b);
+  } else if (g.mode == PadMode::Edge) {
+    add(i == 0 ? 0 : i + b, i == n - 1 ? m - 1 : i + b);
+  } else {
+    if (i >= 1 && i <= b) add(b - i, b - i);
+    add(i + b, i + b);
+    if (i <= n - 2 && 2 * (n - 1) - i <= n - 1 + (m - n - b))
+      add(b + 2 * (n - 1) - i, b + 2 * (n - 1) - i);
+  }
+  return c;
+}
+
+__global__ void padBwdKernel(PadGeometry g, const float* dy, float* dx, int64_t total) {
+  HGP_GRID_LOOP(e, total) {
+    Candidates c[kMaxDims];
+    int64_t rest = e;
+    bool empty = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t q = rest / g.in[d];
+      c[d] = padReaders(g, d, rest - q * g.in[d]);
+      empty |= c[d].count == 0;
+      rest = q;
+    }
+    float acc = 0.f;
+    if (!empty) {
+      // An odometer over the readers, last dim fastest: row-major order of the padded tensor.
+      int k[kMaxDims];
+      int64_t pos[kMaxDims];
+      for (int d = 0; d < g.rank; ++d) {
+        k[d] = 0;
+        pos[d] = c[d].lo[0];
+      }
+      for (;;) {
+        int64_t o = 0;
+        for (int d = 0; d < g.rank; ++d) o = o * g.out[d] + pos[d];
+        acc = __fadd_rn(acc, dy[o]);
+        int d = g.rank - 1;
+        for (; d >= 0; --d) {
+          if (pos[d] < c[d].hi[k[d]]) {
+            ++pos[d];
+            break;
+          }
+          if (k[d] + 1 < c[d].count) {
+            pos[d] = c[d].lo[++k[d]];
+            break;
+          }
+          k[d] = 0;
+          pos[d] = c[d].lo[0];
+        }
+        if (d < 0) break;
+      }
+    }
+    dx[e] = acc;
+  }
+}
+
+} // namespace
+
+Status execConcat(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, SIZE_MAX, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  int64_t axis = a.attrs().getInt("axis", -1);
+  HGP_TRY(checkStacking(a, a.in, a.out[0], axis));
+  return stackCopy(a, a.in, a.out[0], axis, /*toWhole=*/true);
+}
+
+Status execSplit(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, SIZE_MAX));
+  HGP_TRY(checkSameDType(a));
+  int64_t axis = a.attrs().getInt("axis", -1);
+  HGP_TRY(checkStacking(a, a.out, a.in[0], axis));
+  return stackCopy(a, a.out, a.in[0], axis, /*toWhole=*/false);
+}
+
+Status execSlice(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  std::vector<int64_t> strides;
+  int64_t base;
+  HGP_TRY(sliceView(a, *a.in[0].shape, *a.out[0].shape, strides, base));
+  return stridedGather(a, a.out[0].data, a.in[0].data, *a.out[0].shape, strides, base,
+                       dtypeSize(a.in[0].dtype));
+}
+
+Status execSliceBwd(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "dY"));
+  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  std::vector<int64_t> xShape, strides;
+  HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
+  HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
+  int64_t base;
+  HGP_TRY(sliceView(a, xShape, *a.in[0].shape, strides, base));
+  HGP_CUDA_TRY(cudaMemsetAsync(a.out[0].data, 0, size_t(a.out[0].numel()) * 4, a.stream));
+  Shape shape = *a.in[0].shape;
+  int64_t n = numElements(shape);
+  coalesceDims(shape, {&strides});
+  Dims d;
+  HGP_TRY(toDims(a, shape, strides, d));
+  // A slice visits each input element at most once, so plain stores suffice.
+  scatterKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.out[0].f32(), a.in[0].f32(), d, base,
+                                                          n);
+  return checkLaunch(a, "scatterKernel");
+}
+
+Status execReshape(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  std::vector<int64_t> shape;
+  HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
+  HGP_TRY(checkShape(a, a.out[0], shape, "result"));
+  if (a.out[0].numel() != a.in[0].numel())
+    return a.fail("cannot reshape " + shapeToString(*a.in[0].shape) + " to " +
+                  shapeToString(*a.out[0].shape));
+  return copyTensor(a, a.out[0], a.in[0]);
+}
+
+Status execTranspose(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
+  std::vector<int64_t> perm;
+  HGP_TRY(readInts(a, "perm", x.size(), perm));
+  if (y.size() != x.size()) return a.fail("Transpose result rank differs");
+  std::vector<int64_t> xs = stridesOf(x), strides(x.size());
+  std::vector<bool> seen(x.size());
+  for (size_t d = 0; d < perm.size(); ++d) {
+    int64_t p = perm[d];
+    if (p < 0 || p >= int64_t(x.size()) || seen[size_t(p)])
+      return a.fail("perm is not a permutation");
+    seen[size_t(p)] = true;
+    if (y[d] != x[size_t(p)])
+      return a.fail("Transpose result " + shapeToString(y) + " does not match");
+    strides[d] = xs[size_t(p)];
+  }
+  return stridedGather(a, a.out[0].data, a.in[0].data, y, strides, 0, dtypeSize(a.in[0].dtype));
+}
+
+Status execPad(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "X"));
+  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  PadGeometry g;
+  HGP_TRY(readPad(a, *a.in[0].shape, *a.out[0].shape, g));
+  int64_t n = a.out[0].numel();
+  padKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), n);
+  return checkLaunch(a, "padKernel");
+}
+
+Status execPadBwd(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkF32(a, a.in[0], "dY"));
+  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  std::vector<int64_t> xShape;
+  HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
+  HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
+  PadGeometry g;
+  HGP_TRY(readPad(a, xShape, *a.in[0].shape, g));
+  int64_t n = a.out[0].numel();
+  padBwdKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), n);
+  return checkLaunch(a, "padBwdKernel");
+}
+
+Status execExpand(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkSameDType(a));
+  const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
+  std::vector<int64_t> target = a.attrs().getInts("shape");
+  if (!a.attrs().has("shape")) return a.fail("attribute 'shape' is missing");
+  // y must be the numpy broadcast of x and `shape`.
+  size_t r = std::max(x.size(), target.size());
+  Shape want(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t dx = i + x.size() >= r ? x[i + x.size() - r] : 1;
+    int64_t dt = i + target.size() >= r ? target[i + target.size() - r] : 1;
+    if (dx != dt && dx != 1 && dt != 1)
+      return a.fail(shapeToString(x) + " does not broadcast to " + shapeToString(target));
+    want[i] = dx == 1 ? dt : dx;
+  }
+  HGP_TRY(checkShape(a, a.out[0], want, "result"));
+  return stridedGather(a, a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0,
+                       dtypeSize(a.in[0].dtype));
+}
+
+} // namespace hgp::cuda
