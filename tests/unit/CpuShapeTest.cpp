@@ -20,6 +20,9 @@ HostTensor iota(DType t, Shape s) {
     case DType::U8:
       static_cast<uint8_t*>(h.data())[i] = uint8_t(i * 7);
       break;
+    case DType::BF16: // raw 16-bit patterns: only the bytes matter here
+      static_cast<uint16_t*>(h.data())[i] = uint16_t(i * 31 + 1);
+      break;
     default:
       ADD_FAILURE() << "iota: unsupported dtype";
     }
@@ -36,6 +39,8 @@ int64_t elem(HostTensor& h, int64_t i) {
     return h.i64()[i];
   case DType::U8:
     return static_cast<uint8_t*>(h.data())[i];
+  case DType::BF16:
+    return static_cast<uint16_t*>(h.data())[i];
   default:
     return -1;
   }
@@ -56,7 +61,7 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& dims) {
   return flat;
 }
 
-const DType kDTypes[] = {DType::F32, DType::I64, DType::U8};
+const DType kDTypes[] = {DType::F32, DType::I64, DType::U8, DType::BF16};
 
 TEST(CpuShapeTest, ConcatAndSplitAreInverse) {
   for (DType t : kDTypes)
@@ -115,6 +120,8 @@ TEST(CpuShapeTest, SliceWithPositiveAndNegativeSteps) {
       HostTensor dx = run1(OpKind::SliceBwd, at, {&dy}, xs);
       HostTensor yr = run1(OpKind::Slice, at, {&xr}, c.y);
       EXPECT_NEAR(weightedSum(yr, dy), weightedSum(xr, dx), 1e-5);
+      auto loss = [&] { return weightedSum(run1(OpKind::Slice, at, {&xr}, c.y), dy); };
+      expectClose(dx.values(), numericGradient(xr, loss, 1e-2), 1e-4, 1e-3);
       int64_t nonzero = 0;
       for (float v : dx.values()) nonzero += v != 0;
       EXPECT_EQ(nonzero, dy.numel());
