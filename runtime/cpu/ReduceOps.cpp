@@ -42,12 +42,33 @@ Status reduce(KernelArgs& a, bool mean) {
     return Status::ok();
   }
   int64_t nOut = numElements(kept), count = a.in[0].numel() / nOut;
-  std::vector<double> acc(size_t(nOut), 0.0);
-  // Walk X in order; the output offset follows with stride 0 along the reduced dims.
-  forEachStrided(x, broadcastStrides(kept, x), 0,
-                 [&](int64_t i, int64_t off) { acc[size_t(off)] += xp[i]; });
-  for (int64_t j = 0; j < nOut; ++j)
-    yp[j] = float(mean ? acc[size_t(j)] / double(count) : acc[size_t(j)]);
+  // Split X's dims into kept and reduced ones (with X's strides), each list coalesced.
+  std::vector<int64_t> xs = stridesOf(x);
+  Shape keptShape, redShape;
+  std::vector<int64_t> keptStrides, redStrides;
+  for (size_t d = 0; d < x.size(); ++d) {
+    (reduced[d] ? redShape : keptShape).push_back(x[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(xs[d]);
+  }
+  coalesceDims(keptShape, {&keptStrides});
+  coalesceDims(redShape, {&redStrides});
+  // Each output sums its reduced elements in row-major order; outputs run in parallel.
+  parallelFor(nOut, std::max<int64_t>(1, kElementwiseGrain / count), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      int64_t base = 0, rem = j;
+      for (int64_t d = int64_t(keptShape.size()) - 1; d >= 0; --d) {
+        base += rem % keptShape[size_t(d)] * keptStrides[size_t(d)];
+        rem /= keptShape[size_t(d)];
+      }
+      double sum = 0;
+      if (redShape.size() == 1) {
+        for (int64_t i = 0; i < redShape[0]; ++i) sum += xp[base + i * redStrides[0]];
+      } else {
+        forEachStrided(redShape, redStrides, base, [&](int64_t, int64_t off) { sum += xp[off]; });
+      }
+      yp[j] = float(mean ? sum / double(count) : sum);
+    }
+  });
   return Status::ok();
 }
 
