@@ -123,8 +123,7 @@ Status importGather(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(TensorDataPtr indices, n.staticInput(1, "indices"));
   if (isFloatDType(indices->type.dtype) || indices->type.dtype == DType::Bool)
     return n.fail("indices must be integers");
-  if (indices->type.numElements() > kMaxFoldedBytes / 8)
-    return n.fail("too many indices to fold");
+  if (indices->type.numElements() > kMaxFoldedBytes / 8) return n.fail("too many indices to fold");
   const Shape& ds = data->type.shape;
   if (ds.empty()) return n.fail("data must have rank 1 or more");
   HGP_ASSIGN_OR_RETURN(int64_t axis, n.attrInt("axis", 0));
