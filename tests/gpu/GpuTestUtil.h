@@ -202,7 +202,8 @@ inline std::vector<uint8_t> defaultFeed(const PlanTensor& t, int run) {
 struct RunSpec {
   int runs = 5; ///< Graph mode: eager, capture slot 1, capture slot 0, replay both.
   double tol = 1e-5;
-  std::map<std::string, double> tolByName; ///< Per-tensor overrides.
+  std::map<std::string, double> tolByName;    ///< Per-tensor overrides, by tensor name.
+  std::map<std::string, double> tolByBinding; ///< Per-tensor overrides, by binding ("loss").
   /// Which tensors are written before every run: by default every input and parameter.
   std::function<bool(const PlanTensor&)> fed = [](const PlanTensor& t) {
     return t.role == TensorRole::Input || t.role == TensorRole::Param;
@@ -321,6 +322,8 @@ inline void runAndCompare(const EmittedPlan& e, const RunSpec& spec = {}) {
       std::vector<uint8_t> want = readTensor(*targets[0].backend, plan, id);
       auto it = spec.tolByName.find(pt.name);
       double tol = it != spec.tolByName.end() ? it->second : spec.tol;
+      for (const auto& [binding, btol] : spec.tolByBinding)
+        if (plan.binding(binding) == id) tol = btol;
       for (size_t k = 1; k < targets.size(); ++k)
         EXPECT_TRUE(sameValues(pt, readTensor(*targets[k].backend, plan, id), want, tol))
             << "tensor '" << pt.name << "' " << typeToString(pt.type) << " on " << targets[k].name
