@@ -9,9 +9,9 @@ out=$build/demo
 mkdir -p "$out"
 start=$(date +%s)
 echo "== hgpc compile samples/lenet5.onnx -o $out/lenet5-train"
-"$build/bin/hgpc" compile samples/lenet5.onnx -o "$out/lenet5-train" --batch 64 \
-  --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 5e-4
+"$build/bin/hgpc" compile samples/lenet5.onnx -o "$out/lenet5-train" --batch 32 \
+  --optimizer adam --lr 0.002 --schedule cosine --t-max 1875
 echo "== $out/lenet5-train --data fashion-mnist:$data --eval fashion-mnist:$data --epochs 1"
 "$out/lenet5-train" --data "fashion-mnist:$data" --eval "fashion-mnist:$data" --epochs 1 \
-  --metrics "$out/metrics.jsonl" --save "$out/lenet5-trained.onnx"
+  --normalize 0.2860,0.3530 --metrics "$out/metrics.jsonl" --save "$out/lenet5-trained.onnx"
 echo "== done in $(( $(date +%s) - start )) s; trained model: $out/lenet5-trained.onnx, metrics: $out/metrics.jsonl"

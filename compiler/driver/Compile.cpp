@@ -95,8 +95,8 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   }
 
   EmitOptions eo;
-  eo.modelName = c.info.graphName.empty() ? std::filesystem::path(o.modelPath).stem().string()
-                                          : c.info.graphName;
+  // The file's name says more than exporters' generic graph names ("torch_jit", "main_graph").
+  eo.modelName = std::filesystem::path(o.modelPath).stem().string();
   eo.meta = planMeta(c, o);
   if (o.referenceWeights) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));

@@ -2,7 +2,7 @@
 //
 // The loader parses the protobuf itself (it does not use libonnx's checker, which rejects IR
 // versions above 8) and validates everything it reads: IR versions 3 to 10, default-domain
-// opsets 7 to 20, types, dims, attribute types, initializer sizes, external data locations and
+// opsets 6 to 20, types, dims, attribute types, initializer sizes, external data locations and
 // the graph's structure. A malformed or unsupported model gets one clear message naming the node
 // or tensor, with ErrorCode::InvalidModel (exit code 3). Unsupported ops are all listed at once.
 //

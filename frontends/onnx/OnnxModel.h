@@ -15,7 +15,7 @@ namespace hgp {
 
 /// The IR versions and default-domain opsets the loader accepts.
 constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 10;
-constexpr int64_t kMinOpset = 7, kMaxOpset = 20;
+constexpr int64_t kMinOpset = 6, kMaxOpset = 20;
 
 /// The error with control characters escaped and its length bounded: names in a model can hold
 /// anything, and the message printed for a bad model must stay one line.

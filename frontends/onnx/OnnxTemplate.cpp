@@ -8,6 +8,7 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include <climits>
+#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -175,6 +176,17 @@ Expected<OnnxTemplate> buildOnnxTemplate(const std::string& path, bool inference
   auto t = buildTemplate(path, inferenceForm);
   if (!t) return oneLine(t.takeStatus());
   return t;
+}
+
+Expected<std::map<std::string, int64_t>> onnxInitializerFileOffsets(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return invalid("cannot read '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() > size_t(INT_MAX))
+    return invalid("'" + path + "' is larger than 2 GiB, the protobuf limit");
+  auto offsets = rawDataOffsets(bytes);
+  if (!offsets) return oneLine(offsets.takeStatus());
+  return offsets;
 }
 
 } // namespace hgp

@@ -93,8 +93,9 @@ struct Plan {
 };
 
 /// For ops that update a state in place (optimizers, BN running statistics, counters, the
-/// metrics ring): the input that result `output` overwrites, or -1. The plan gives the two the
-/// same storage, and the executors are written so that this aliasing is safe.
+/// metrics ring): the input that result `output` may overwrite, or -1. When the result is
+/// carried into that state, the plan gives the two the same storage; the executors are written
+/// so that this aliasing is safe, and also work when the result has storage of its own.
 int inplaceInputFor(OpKind op, int output);
 
 /// Prints the stable text form.

@@ -52,11 +52,14 @@ Status Plan::validate() const {
       for (int o = 0; o < no; ++o) {
         int in = inplaceInputFor(s.op, o);
         if (in < 0 || in >= ni) continue;
+        // A result written into persistent storage must be the update of the state it read;
+        // a transient result (a forward-only plan returning new statistics) may live anywhere.
         const PlanTensor &a = tensors[size_t(s.inputs[size_t(in)])],
                          &b = tensors[size_t(s.outputs[size_t(o)])];
-        if (a.storage != b.storage || a.offset != b.offset)
+        if (b.storage == StorageClass::Persistent &&
+            (a.storage != b.storage || a.offset != b.offset))
           return bad(std::string("in-place step ") + tr.name + " '" + s.loc +
-                     "' does not write over its input");
+                     "' writes persistent state other than its input");
       }
     }
   }

@@ -279,6 +279,29 @@ private:
   std::vector<int64_t> labels_;
 };
 
+/// Standardizes the samples of another data set channel by channel.
+class NormalizedDataset final : public Dataset {
+public:
+  NormalizedDataset(std::unique_ptr<Dataset> base, std::vector<float> mean, std::vector<float> sd)
+      : base_(std::move(base)), mean_(std::move(mean)), sd_(std::move(sd)) {}
+  int64_t size() const override { return base_->size(); }
+  const Shape& sampleShape() const override { return base_->sampleShape(); }
+  void get(int64_t i, float* image, int64_t* label) const override {
+    base_->get(i, image, label);
+    const Shape& s = sampleShape();
+    int64_t channels = s.empty() ? 1 : s[0], per = numElements(s) / std::max<int64_t>(channels, 1);
+    for (int64_t c = 0; c < channels; ++c) {
+      float m = mean_[size_t(mean_.size() == 1 ? 0 : c)], inv = 1.0f / sd_[size_t(sd_.size() == 1 ? 0 : c)];
+      for (int64_t k = 0; k < per; ++k) image[c * per + k] = (image[c * per + k] - m) * inv;
+    }
+  }
+  std::string describe() const override { return base_->describe() + ", standardized"; }
+
+private:
+  std::unique_ptr<Dataset> base_;
+  std::vector<float> mean_, sd_;
+};
+
 } // namespace
 
 Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split split,
@@ -308,6 +331,16 @@ Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split sp
     return badData(ds->describe() + " does not fit the model: its samples are " +
                    shapeToString(ds->sampleShape()) + ", the model's input wants " +
                    shapeToString(req.sampleShape));
+  if (!req.mean.empty()) {
+    int64_t channels = ds->sampleShape().empty() ? 1 : ds->sampleShape()[0];
+    auto fits = [&](size_t n) { return n == 1 || int64_t(n) == channels; };
+    if (!fits(req.mean.size()) || !fits(req.stddev.size()))
+      return Status(ErrorCode::Usage, "--normalize needs one mean and one std, or one of each per "
+                                      "channel (" + std::to_string(channels) + ")");
+    for (float sd : req.stddev)
+      if (!(sd > 0)) return Status(ErrorCode::Usage, "--normalize: std must be positive");
+    ds.reset(new NormalizedDataset(std::move(ds), req.mean, req.stddev));
+  }
   return ds;
 }
 

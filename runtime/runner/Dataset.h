@@ -40,6 +40,9 @@ struct DatasetRequirements {
   int64_t classes = 0;  ///< Labels must lie in [0, classes).
   int64_t batch = 1;    ///< For sizing synthetic data.
   uint64_t seed = 0;    ///< For synthetic data.
+  /// Per-channel standardization applied to every sample, (x - mean) / std, as torchvision's
+  /// Normalize does; empty means none. One value applies to every channel.
+  std::vector<float> mean, stddev;
 };
 
 /// Opens and validates a data set. The error says which file and what is wrong.

@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
                "only deterministic GPU algorithms: two runs give bit-identical weights");
   app.add_flag("--eager", o.eager, "GPU: execute op by op instead of replaying a CUDA graph");
   app.add_flag("--verbose", o.verbose, "say what the backend chose");
+  app.add_option("--normalize", o.normalize,
+                 "standardize pixels: MEAN,STD, or per channel M1,M2,M3,S1,S2,S3")
+      ->delimiter(',');
   try {
     app.parse(argc, argv);
     if (o.epochs <= 0 && o.steps <= 0)

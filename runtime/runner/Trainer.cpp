@@ -54,6 +54,13 @@ public:
     req.classes = plan_.meta.getInt("classes");
     req.batch = batch_;
     req.seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
+    if (!opt_.normalize.empty()) {
+      if (opt_.normalize.size() % 2 != 0)
+        return Status(ErrorCode::Usage, "--normalize takes MEAN,STD or per-channel means then stds");
+      size_t half = opt_.normalize.size() / 2;
+      req.mean.assign(opt_.normalize.begin(), opt_.normalize.begin() + long(half));
+      req.stddev.assign(opt_.normalize.begin() + long(half), opt_.normalize.end());
+    }
     HGP_ASSIGN_OR_RETURN(train_, openDataset(opt_.data, Split::Train, req));
     if (train_->size() < batch_)
       return Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one batch (" +

@@ -29,6 +29,8 @@ struct RunOptions {
   bool deterministic = false;   ///< Only deterministic GPU algorithms.
   bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
   bool verbose = false;
+  /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
+  std::vector<float> normalize;
 };
 
 /// Runs the executable `exePath` (normally /proc/self/exe) and returns the process exit code.

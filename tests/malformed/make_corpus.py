@@ -84,8 +84,8 @@ def build():
     case("ir_version_too_old.onnx", "IR version 2 is not supported", relu_model(ir=2))
     case("opset_too_new.onnx", "opset 21 of the default domain is not supported",
          relu_model(opset=21))
-    case("opset_too_old.onnx", "opset 6 of the default domain is not supported",
-         relu_model(opset=6))
+    case("opset_too_old.onnx", "opset 5 of the default domain is not supported",
+         relu_model(opset=5))
     m = relu_model()
     del m.opset_import[:]
     m.opset_import.extend([helper.make_opsetid("com.example", 1)])

@@ -24,7 +24,7 @@ std::shared_ptr<TensorData> randomData(const TensorType& t, std::mt19937& rng, d
   auto d = std::make_shared<TensorData>();
   d->type = t;
   d->bytes.resize(size_t(t.bytes()));
-  std::uniform_real_distribution<float> u(float(lo), float(hi));
+  std::uniform_real_distribution<float> u{float(lo), float(hi)};
   float* f = reinterpret_cast<float*>(d->bytes.data());
   for (int64_t i = 0; i < t.numElements(); ++i) f[i] = u(rng);
   return d;
@@ -96,7 +96,7 @@ void checkGradients(const std::string& what, std::vector<TensorType> paramTypes,
     int gi = plan.binding("grad." + p->name());
     ASSERT_GE(gi, 0) << "no gradient for " << p->name() << "\n" << printGraph(g);
     int64_t n = p->type().numElements();
-    std::vector<float> value(size_t(n)), grad(size_t(n));
+    std::vector<float> value(static_cast<size_t>(n)), grad(static_cast<size_t>(n));
     ASSERT_TRUE(backend->read(pi, value.data()).isOk());
     ASSERT_TRUE(backend->read(gi, grad.data()).isOk());
     std::vector<int64_t> sample;
