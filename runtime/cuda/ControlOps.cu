@@ -4,7 +4,8 @@
 // Every scalar they read (ok, the iteration counter, the loss, the rate) stays on the device:
 // these are tiny kernels, so a replayed graph needs no host. CheckFinite scans all its inputs in
 // one launch: on its first (eager) call it splits them into chunks and uploads a table of
-// {pointer, count} that the kernel walks, a block per chunk. CounterIncrement and MetricsLog
+// {pointer, count} that the kernel walks, a block per chunk; the last block combines the chunks'
+// flags. CounterIncrement and MetricsLog
 // update their state in place.
 #include "runtime/cuda/DeviceUtil.cuh"
 
@@ -23,19 +24,21 @@ constexpr int64_t kFiniteChunk = int64_t(1) << 16;
 
 struct CheckFiniteState : StepState {
   DeviceBuffer table;
+  /// A counter of finished blocks (0 between launches) and one flag per chunk.
+  DeviceBuffer flags;
   int chunks = 0;
   std::vector<const void*> inputs; ///< What the table was built for.
 };
-
-__global__ void setOneKernel(float* ok) {
-  *ok = 1.f;
-}
 
 __device__ __forceinline__ bool finite(float v) {
   return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
 }
 
-__global__ void finiteScanKernel(const FiniteChunk* table, float* ok) {
+/// A block per chunk records whether its chunk is finite; the last block to finish (counted with
+/// an integer atomic) ANDs the flags in chunk order, writes ok and resets the counter for the
+/// next launch. The result does not depend on the order in which blocks run.
+__global__ void finiteScanKernel(const FiniteChunk* table, unsigned* counter, int* flags,
+                                 float* ok) {
   FiniteChunk ch = table[blockIdx.x];
   bool all = true;
   if ((reinterpret_cast<uintptr_t>(ch.p) & 15) == 0) {
@@ -49,8 +52,23 @@ __global__ void finiteScanKernel(const FiniteChunk* table, float* ok) {
   } else {
     for (int64_t i = threadIdx.x; i < ch.count; i += blockDim.x) all &= finite(ch.p[i]);
   }
-  // Every writer stores the same value, so the result does not depend on their order.
-  if (!__syncthreads_and(all) && threadIdx.x == 0) *ok = 0.f;
+  all = __syncthreads_and(all);
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    flags[blockIdx.x] = all ? 1 : 0;
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  bool every = true;
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) every &= __ldcg(flags + i) != 0;
+  every = __syncthreads_and(every);
+  if (threadIdx.x == 0) {
+    *ok = every ? 1.f : 0.f;
+    *counter = 0;
+  }
 }
 
 // ---- Scalars -------------------------------------------------------------------------------
@@ -118,13 +136,14 @@ Status execCheckFinite(CudaArgs& a) {
         chunks.push_back({v.f32() + off, std::min(kFiniteChunk, v.numel() - off)});
     if (chunks.size() > size_t(INT32_MAX)) return a.fail("too many elements to check");
     HGP_TRY(s.table.upload(a, chunks.data(), chunks.size() * sizeof(FiniteChunk)));
+    std::vector<int> zeros(chunks.size() + 1, 0);
+    HGP_TRY(s.flags.upload(a, zeros.data(), zeros.size() * sizeof(int)));
     s.chunks = int(chunks.size());
     s.inputs = inputs;
   }
-  setOneKernel<<<1, 1, 0, a.stream>>>(a.out[0].f32());
-  HGP_TRY(checkLaunch(a, "setOneKernel"));
-  finiteScanKernel<<<unsigned(s.chunks), kBlock, 0, a.stream>>>(s.table.as<FiniteChunk>(),
-                                                                a.out[0].f32());
+  int* flags = s.flags.as<int>();
+  finiteScanKernel<<<unsigned(s.chunks), kBlock, 0, a.stream>>>(
+      s.table.as<FiniteChunk>(), reinterpret_cast<unsigned*>(flags), flags + 1, a.out[0].f32());
   return checkLaunch(a, "finiteScanKernel");
 }
 

@@ -4,7 +4,9 @@
 //
 // A group is one multi-tensor launch. On its first (eager) call it uploads a table of its
 // tensors ({P, G, state buffers, results}) and of chunks of at most kChunk elements; the kernel
-// runs a block per chunk. lr, ok and step are read on the device; Adam's bias corrections are
+// runs a block per chunk. (Should a result not overwrite its own input, the group runs one launch
+// per step instead, in plan order, since that result may share bytes with an earlier step's
+// input.) lr, ok and step are read on the device; Adam's bias corrections are
 // computed once per block in double. Elementwise math follows torch 1.13's single-tensor code in
 // the CPU reference's operation order, with every product and sum rounded separately
 // (__fmul_rn/__fadd_rn: no fused multiply-add), so the GPU reproduces the CPU bit for bit. With
@@ -33,7 +35,10 @@ constexpr int kChunk = 16384;
 
 struct OptimState : StepState {
   DeviceBuffer tensors, chunks;
-  int numChunks = 0;
+  /// Launches as (first chunk, chunks): one for the whole group when every result overwrites its
+  /// own input; else one per step, in plan order, because a result with storage of its own may
+  /// share bytes with an input of an earlier step of the group.
+  std::vector<std::pair<int, int>> launches;
   std::vector<const void*> key; ///< The pointers the tables were built for.
 };
 
@@ -222,9 +227,22 @@ Status buildTables(std::vector<CudaArgs>& steps, OptimState& s) {
     tensors.push_back(t);
   }
   if (chunks.size() > size_t(INT32_MAX)) return a0.fail("too many parameters for one update");
+  bool inPlace = true;
+  for (const CudaArgs& a : steps)
+    for (size_t o = 0; o < a.out.size(); ++o)
+      inPlace &= a.out[o].data == a.in[o == 0 ? 0 : 4 + o].data;
+  s.launches.clear();
+  if (inPlace) {
+    s.launches.push_back({0, int(chunks.size())});
+  } else {
+    for (size_t c = 0; c < chunks.size(); ++c)
+      if (c == 0 || chunks[c].tensor != chunks[c - 1].tensor)
+        s.launches.push_back({int(c), 1});
+      else
+        ++s.launches.back().second;
+  }
   HGP_TRY(s.tensors.upload(a0, tensors.data(), tensors.size() * sizeof(OptimTensor)));
   HGP_TRY(s.chunks.upload(a0, chunks.data(), chunks.size() * sizeof(OptimChunk)));
-  s.numChunks = int(chunks.size());
   s.key = key;
   return Status::ok();
 }
@@ -245,10 +263,13 @@ Status sgdGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   // Scalars as TensorIterator sees them: Python floats rounded to the tensor's dtype.
   SgdParams q{float(weightDecay), float(momentum), float(1 - dampening),
               weightDecay != 0,   hasBuf,          a.attrs().getInt("nesterov", 0) != 0};
-  sgdKernel<<<unsigned(s.numChunks), kBlock, 0, a.stream>>>(
-      s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>(), a.in[2].f32(), a.in[3].f32(),
-      a.in[4].as<int64_t>(), q);
-  return checkLaunch(a, "sgdKernel");
+  for (auto [first, count] : s.launches) {
+    sgdKernel<<<unsigned(count), kBlock, 0, a.stream>>>(
+        s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>() + first, a.in[2].f32(),
+        a.in[3].f32(), a.in[4].as<int64_t>(), q);
+    HGP_TRY(checkLaunch(a, "sgdKernel"));
+  }
+  return Status::ok();
 }
 
 Status adamGroup(std::vector<CudaArgs>& steps, OptimState& s) {
@@ -270,10 +291,13 @@ Status adamGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   q.eps = float(a.attrs().getFloat("eps", 1e-8));
   q.hasWd = q.wdD != 0;
   q.decoupled = a.attrs().getInt("decoupled", 0) != 0;
-  adamKernel<<<unsigned(s.numChunks), kBlock, 0, a.stream>>>(
-      s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>(), a.in[2].f32(), a.in[3].f32(),
-      a.in[4].as<int64_t>(), q);
-  return checkLaunch(a, "adamKernel");
+  for (auto [first, count] : s.launches) {
+    adamKernel<<<unsigned(count), kBlock, 0, a.stream>>>(
+        s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>() + first, a.in[2].f32(),
+        a.in[3].f32(), a.in[4].as<int64_t>(), q);
+    HGP_TRY(checkLaunch(a, "adamKernel"));
+  }
+  return Status::ok();
 }
 
 } // namespace

@@ -50,13 +50,16 @@ RunSpec statefulSpec(double tol) {
   return s;
 }
 
-/// One optimizer step per parameter shape, all in one group, then the step counter.
-void checkOptimizer(const std::string& what, OpKind op, AttrMap a, int buffers, double tol) {
+/// One optimizer step per parameter shape, all in one group, then the step counter. With
+/// inPlace false the results are graph outputs with storage of their own instead of carries.
+void checkOptimizer(const std::string& what, OpKind op, AttrMap a, int buffers, double tol,
+                    bool inPlace = true) {
   SCOPED_TRACE(what);
   Graph g(what);
   Value* lr = addValue(g, "lr", TensorRole::Input, kF32Scalar);
   Value* ok = addValue(g, "ok", TensorRole::Input, kF32Scalar);
   Value* step = addValue(g, "opt_step", TensorRole::State, kI64Scalar);
+  std::vector<Value*> outs;
   int k = 0;
   for (Shape s : {Shape{37}, Shape{16, 33}, Shape{20000}, Shape{3}}) {
     std::string n = "w" + std::to_string(k++);
@@ -67,12 +70,19 @@ void checkOptimizer(const std::string& what, OpKind op, AttrMap a, int buffers, 
       ins.push_back(addValue(g, n + ".buf" + std::to_string(b), TensorRole::State, f32(s)));
     Node* u = addNode(g, op, ins, a);
     ASSERT_NE(u, nullptr);
+    if (!inPlace) {
+      for (int o = 0; o <= buffers; ++o) outs.push_back(u->output(size_t(o)));
+      continue;
+    }
     g.addCarry(p, u->output(0));
     for (int b = 0; b < buffers; ++b) g.addCarry(ins[size_t(5 + b)], u->output(size_t(1 + b)));
   }
   Node* inc = addNode(g, OpKind::CounterIncrement, {step, ok});
-  g.addCarry(step, inc->output(0));
-  auto e = emit(g, {});
+  if (inPlace)
+    g.addCarry(step, inc->output(0));
+  else
+    outs.push_back(inc->output(0));
+  auto e = emit(g, bindOutputs(g, outs));
   ASSERT_TRUE(e.has_value());
   runAndCompare(*e, statefulSpec(tol));
 }
@@ -108,6 +118,41 @@ TEST(CudaTraining, AdamAndAdamW) {
                           {"weight_decay", 1e-2},
                           {"decoupled", decoupled}}),
                    2, 1e-6);
+}
+
+TEST(CudaTraining, UpdatesIntoResultsOfTheirOwn) {
+  HGP_REQUIRE_CUDA();
+  checkOptimizer("sgd-out-of-place", OpKind::SgdUpdate,
+                 attrs({{"momentum", 0.9},
+                        {"dampening", 0.0},
+                        {"nesterov", int64_t(1)},
+                        {"weight_decay", 1e-2}}),
+                 1, 0, /*inPlace=*/false);
+  checkOptimizer("adam-out-of-place", OpKind::AdamUpdate,
+                 attrs({{"beta1", 0.9},
+                        {"beta2", 0.999},
+                        {"eps", 1e-8},
+                        {"weight_decay", 0.0},
+                        {"decoupled", int64_t(0)}}),
+                 2, 1e-6, /*inPlace=*/false);
+  Graph g("stats-out-of-place");
+  TensorType c = f32({5});
+  Value* ok = addValue(g, "ok", TensorRole::Input, kF32Scalar);
+  Value* rm = addValue(g, "running_mean", TensorRole::State, c);
+  Value* rv = addValue(g, "running_var", TensorRole::State, c, filled(c, 1.f));
+  Node* upd = addNode(g, OpKind::BnRunningUpdate,
+                      {rm, rv, addValue(g, "bm", TensorRole::Input, c),
+                       addValue(g, "bv", TensorRole::Input, c), ok},
+                      attrs({{"momentum", 0.9}}));
+  Value* iter = addValue(g, "iter", TensorRole::State, kI64Scalar, scalarI64(5));
+  Value* ring = addValue(g, "metrics", TensorRole::State, f32({4, 4}));
+  Value* m = addValue(g, "m", TensorRole::Input, kF32Scalar);
+  std::vector<Value*> outs = {upd->output(0), upd->output(1),
+                              op1(g, OpKind::CounterIncrement, {iter, ok}),
+                              op1(g, OpKind::MetricsLog, {ring, iter, m, m, ok, m})};
+  auto e = emit(g, bindOutputs(g, outs));
+  ASSERT_TRUE(e.has_value());
+  runAndCompare(*e, statefulSpec(0));
 }
 
 TEST(CudaTraining, LrSchedules) {
