@@ -60,6 +60,7 @@ struct Program {
   std::vector<int> inputs; ///< Input-role tensors it reads (copied from staging).
   int runs = 0;
   cudaGraphExec_t graphs[kSlots] = {nullptr, nullptr};
+  uint64_t graphGeneration[kSlots] = {0, 0}; ///< The workspace generation each graph saw.
   std::map<cudaGraphNode_t, int> nodeStep; ///< For naming the step behind a failing graph node.
 };
 
@@ -163,6 +164,11 @@ public:
                        name.c_str(), tuning_.path().c_str(), tuning_.hits(), tuning_.misses());
       }
     } else {
+      // A later program's first run may have moved the workspace this graph points into.
+      if (p->graphs[slot] && p->graphGeneration[slot] != ctx_.workspaceGeneration) {
+        HGP_CUDA_TRY(cudaGraphExecDestroy(p->graphs[slot]));
+        p->graphs[slot] = nullptr;
+      }
       if (!p->graphs[slot]) HGP_TRY(capture(*p, slot));
       HGP_CUDA_TRY(cudaGraphLaunch(p->graphs[slot], ctx_.stream));
     }
@@ -351,6 +357,7 @@ private:
                                            cudaGetErrorString(e));
     }
     HGP_CUDA_TRY(cudaGraphDestroy(graph));
+    p.graphGeneration[slot] = ctx_.workspaceGeneration;
     return Status::ok();
   }
 

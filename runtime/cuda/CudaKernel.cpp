@@ -17,6 +17,7 @@ Status CudaContext::reserveWorkspace(size_t bytes) {
                      double(bytes) / (1 << 20));
   }
   workspaceBytes = bytes;
+  ++workspaceGeneration;
   return Status::ok();
 }
 

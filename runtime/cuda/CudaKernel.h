@@ -58,9 +58,12 @@ struct CudaContext {
   size_t workspaceLimit = size_t(1) << 30;
   TuningCache* tuning = nullptr;
 
-  /// The shared scratch buffer; grows only before capture (during the eager first run).
+  /// The shared scratch buffer; grows only outside capture (during a program's eager first run).
   void* workspace = nullptr;
   size_t workspaceBytes = 0;
+  /// Counts reallocations of the workspace. A graph captured under an older generation points at
+  /// freed memory, so the backend re-captures it.
+  uint64_t workspaceGeneration = 0;
   /// Makes the workspace at least `bytes` large. Fails during capture.
   Status reserveWorkspace(size_t bytes);
   bool capturing = false;

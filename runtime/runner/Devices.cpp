@@ -17,7 +17,7 @@ Expected<std::unique_ptr<Backend>> selectBackend(const std::string& device,
   if (cuda) return cuda;
   if (device == "cuda")
     return Status(ErrorCode::Device, "--device cuda: " + cuda.status().message());
-  std::fprintf(stderr, "note: no usable GPU (%s); running on the CPU reference backend\n",
+  std::fprintf(stderr, "note: %s; running on the CPU reference backend\n",
                cuda.status().message().c_str());
   return createCpuBackend();
 }

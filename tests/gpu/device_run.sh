@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU machine's part of the test and benchmark run (../shared/device/README.md).
+#
+# Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
+# There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
+#
+# Stages, in order: info gpu conformance determinism convergence bench (default: all).
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$here"
+
+if [[ ${1:-} == --pack ]]; then
+  rm -rf .gpu/stage && mkdir -p .gpu/stage
+  ../shared/device/pack.sh -o .gpu/stage/.dev build/bin/hgpc build/bin/hgpc-runner \
+    build/bin/hgp_gpu_tests build/bin/hgp_conformance >/dev/null
+  strip .gpu/stage/.dev/bin/*
+  /usr/bin/python3 - <<'PY'
+import os, shutil, onnx
+ops = {"Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh",
+       "HardSigmoid", "HardSwish", "MaxPool", "AveragePool", "GlobalAveragePool", "LRN", "Gemm",
+       "MatMul", "Add", "Sub", "Mul", "Div", "Concat", "Split", "Slice", "Flatten", "Reshape",
+       "Transpose", "Squeeze", "Unsqueeze", "Pad", "ReduceMean", "Dropout", "Identity", "Softmax",
+       "LogSoftmax", "Constant", "Neg", "Sum", "ReduceSum", "Expand"}
+for suite in ("node", "pytorch-converted"):
+    root = "/usr/share/libonnx-testdata/data/" + suite
+    for d in sorted(os.listdir(root)):
+        m = onnx.load(os.path.join(root, d, "model.onnx"), load_external_data=False)
+        if all(n.op_type in ops for n in m.graph.node):
+            shutil.copytree(os.path.join(root, d), os.path.join(".gpu/stage/testdata", suite, d))
+PY
+  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata
+  mkdir -p .gpu/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .gpu/fashion-mnist/
+  rm -rf .gpu/stage
+  du -sh .gpu
+  exit 0
+fi
+
+OUT=${OUT:-$here/.gpu/out}
+mkdir -p "$OUT"
+stages=${*:-info gpu conformance determinism convergence bench}
+tar -C .gpu -xJf .gpu/bundle.tar.xz
+source .gpu/.dev/env.sh
+export HGPC_TUNING_CACHE=$OUT/tuning.tsv NCCL_NVLS_ENABLE=0
+fm=$here/.gpu/fashion-mnist
+work=$(mktemp -d)
+summary=$OUT/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+
+for stage in $stages; do
+  start=$(date +%s)
+  case $stage in
+  info)
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/info.log"
+    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$OUT/info.log"
+    ;;
+  gpu)
+    hgp_gpu_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
+    note "gpu op suite: exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]|tests? from .* ran' "$OUT/gpu_tests.log" | tr '\n' ' '))"
+    ;;
+  conformance)
+    HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1
+    note "conformance on cuda: exit $? $(grep -a 'passed' "$OUT/conformance_cuda.log" | tr '\n' ' ')"
+    ;;
+  determinism)
+    hgpc compile samples/lenet5.onnx -o "$work/l5" --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 >/dev/null 2>&1
+    for run in a b; do
+      "$work/l5" --data "fashion-mnist:$fm" --steps 200 --deterministic --device cuda --progress none \
+        --save "$work/det_$run.onnx" >> "$OUT/determinism.log" 2>&1
+    done
+    "$work/l5" --data "fashion-mnist:$fm" --steps 200 --deterministic --eager --device cuda --progress none \
+      --save "$work/det_eager.onnx" >> "$OUT/determinism.log" 2>&1
+    "$work/l5" --data "fashion-mnist:$fm" --steps 200 --device cpu --progress none \
+      --save "$work/det_cpu.onnx" >> "$OUT/determinism.log" 2>&1
+    cmp -s "$work/det_a.onnx" "$work/det_b.onnx" && r1=identical || r1=DIFFERENT
+    cmp -s "$work/det_a.onnx" "$work/det_eager.onnx" && r2=identical || r2=DIFFERENT
+    note "determinism: two --deterministic graph runs $r1; graph vs eager $r2"
+    python3 - "$work/det_a.onnx" "$work/det_cpu.onnx" <<'PY' | tee -a "$summary"
+import sys, onnx, numpy as np, onnx.numpy_helper as nh
+a, b = ({t.name: nh.to_array(t) for t in onnx.load(p).graph.initializer} for p in sys.argv[1:3])
+err = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-12)) for k in a)
+print("determinism: 200 LeNet-5 steps, CUDA (TF32) vs CPU: max relative weight difference %.2e" % err)
+PY
+    ;;
+  convergence)
+    hgpc compile samples/lenet5.onnx -o "$work/l5c" --batch 64 --optimizer adam --lr 0.002 \
+      --schedule cosine --t-max 18740 >/dev/null 2>&1
+    /usr/bin/time -f "%e s" "$work/l5c" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 20 \
+      --normalize 0.2860,0.3530 --device cuda --progress plain --metrics "$OUT/lenet5_fmnist.jsonl" \
+      > "$OUT/convergence_lenet5.log" 2>&1
+    note "convergence LeNet-5 20 epochs: $(grep 'eval after epoch 20' "$OUT/convergence_lenet5.log") ($(tail -1 "$OUT/convergence_lenet5.log"))"
+    python3 samples/make_resnet18_28.py "$work/r18.onnx" > /dev/null 2>&1
+    hgpc compile "$work/r18.onnx" -o "$work/r18" --batch 128 --optimizer sgd --lr 0.1 --momentum 0.9 \
+      --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$OUT/convergence_resnet18.log" 2>&1
+    /usr/bin/time -f "%e s" "$work/r18" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
+      --normalize 0.2860,0.3530 --device cuda --progress plain --metrics "$OUT/resnet18_fmnist.jsonl" \
+      >> "$OUT/convergence_resnet18.log" 2>&1
+    note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$OUT/convergence_resnet18.log") ($(tail -1 "$OUT/convergence_resnet18.log"))"
+    ;;
+  bench)
+    PYTHONUNBUFFERED=1 python3 bench/bench.py --out "$OUT" --hgpc "$(command -v hgpc)" > "$OUT/bench.log" 2>&1
+    note "bench: exit $?"
+    ;;
+  esac
+  echo "stage $stage: $(( $(date +%s) - start )) s" >> "$OUT/timing.log"
+done
+cat "$summary"
