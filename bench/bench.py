@@ -16,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -145,8 +146,9 @@ def main():
     ap.add_argument("--cases", default=",".join("%s:%d" % c for c in CASES))
     ap.add_argument("--torch-modes", default="eager,graph")
     ap.add_argument("--steps", type=int, default=160)
+    ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     args = ap.parse_args()
-    work = os.path.join(args.out, "work")
+    work = args.work or tempfile.mkdtemp(prefix="hgpc-bench-")
     os.makedirs(work, exist_ok=True)
     print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(),
           torch.cuda.get_device_name(0), flush=True)
@@ -171,7 +173,7 @@ def main():
             r["ratio"] = min(torch_ms) / r["hgpc"]["ms"]
         results.append(r)
         print(json.dumps(r), flush=True)
-    json.dump(results, open(os.path.join(args.out, "results.json"), "w"), indent=1)
+    json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join("torch %s ms" % m for m in args.torch_modes.split(","))
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s |",
              "|---" * (7 + len(args.torch_modes.split(","))) + "|"]
@@ -189,7 +191,7 @@ def main():
         cells.append("%.1f" % h["compile_s"] if h else "")
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
-    open(os.path.join(args.out, "results.md"), "w").write(table + "\n")
+    open(os.path.join(args.out, "bench.md"), "w").write(table + "\n")
     print(table)
 
 

@@ -30,6 +30,9 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint6
     : data_(data), batch_(batch), shuffle_(shuffle), dropLast_(dropLast), seed_(seed),
       epoch_(epoch), index_(index) {
   perEpoch_ = dropLast ? data.size() / batch : (data.size() + batch - 1) / batch;
+  // Batches of a few megabytes or more are filled by several threads.
+  if (batch * numElements(data.sampleShape()) * int64_t(sizeof(float)) >= (int64_t(4) << 20))
+    pool_ = std::make_unique<ThreadPool>(std::min(4u, std::max(1u, std::thread::hardware_concurrency() / 2)));
   if (perEpoch_ > 0) thread_ = std::thread([this] { produce(); });
 }
 
@@ -50,17 +53,29 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   b.labels.resize(size_t(batch_));
   int64_t first = index * batch_;
   b.valid = std::min(batch_, data_.size() - first);
-  for (int64_t r = 0; r < batch_; ++r) {
-    int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
-    data_.get(sample, b.images.data() + r * per, &b.labels[size_t(r)]);
-  }
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
+      data_.get(sample, b.images.data() + r * per, &b.labels[size_t(r)]);
+    }
+  };
+  if (pool_) pool_->parallelFor(batch_, 1, rows);
+  else rows(0, batch_);
 }
 
 void BatchLoader::produce() {
   int64_t epoch = epoch_, index = index_;
   std::vector<int64_t> order = epochOrder(data_.size(), shuffle_, seed_, epoch);
   for (;;) {
-    auto b = std::make_unique<Batch>();
+    std::unique_ptr<Batch> b;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        b = std::move(free_.front());
+        free_.pop_front();
+      }
+    }
+    if (!b) b = std::make_unique<Batch>();
     fill(*b, epoch, index, order);
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -74,6 +89,11 @@ void BatchLoader::produce() {
       order = epochOrder(data_.size(), shuffle_, seed_, ++epoch);
     }
   }
+}
+
+void BatchLoader::recycle(std::unique_ptr<Batch> b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(std::move(b));
 }
 
 std::unique_ptr<Batch> BatchLoader::next() {

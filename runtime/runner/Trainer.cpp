@@ -106,10 +106,12 @@ public:
       if (st) st = backend_->write(labels, b->labels.data());
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
+      int64_t batchEpoch = b->epoch, batchIndex = b->index;
+      loader.recycle(std::move(b));
       ++pos_.step;
-      windowEpochs_.push_back(b->epoch);
-      pos_.epoch = b->epoch;
-      pos_.batch = b->index + 1;
+      windowEpochs_.push_back(batchEpoch);
+      pos_.epoch = batchEpoch;
+      pos_.batch = batchIndex + 1;
       bool epochEnd = pos_.batch == perEpoch;
       if (epochEnd) pos_.epoch += 1, pos_.batch = 0;
       int64_t k = int64_t(ring_.size() / 4);

@@ -4,7 +4,8 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance determinism convergence bench (default: all).
+# Stages, in order: info gpu conformance zoo determinism convergence bench (default: all).
+# Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
@@ -37,12 +38,12 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance determinism convergence bench}
+stages=${*:-info gpu conformance zoo determinism convergence bench}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
-export HGPC_TUNING_CACHE=$OUT/tuning.tsv NCCL_NVLS_ENABLE=0
-fm=$here/.gpu/fashion-mnist
 work=$(mktemp -d)
+export HGPC_TUNING_CACHE=$work/tuning.tsv NCCL_NVLS_ENABLE=0
+fm=$here/.gpu/fashion-mnist
 summary=$OUT/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
@@ -50,8 +51,8 @@ for stage in $stages; do
   start=$(date +%s)
   case $stage in
   info)
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/info.log"
-    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$OUT/info.log"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$summary"
     ;;
   gpu)
     hgp_gpu_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
@@ -61,16 +62,20 @@ for stage in $stages; do
     HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1
     note "conformance on cuda: exit $? $(grep -a 'passed' "$OUT/conformance_cuda.log" | tr '\n' ' ')"
     ;;
+  zoo)
+    python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" > "$OUT/zoo.log" 2>&1
+    note "zoo whole steps CUDA vs CPU: exit $?"; grep '^{' "$OUT/zoo.log" | cut -c1-260 | tee -a "$summary"
+    ;;
   determinism)
     hgpc compile samples/lenet5.onnx -o "$work/l5" --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 >/dev/null 2>&1
     for run in a b; do
       "$work/l5" --data "fashion-mnist:$fm" --steps 200 --deterministic --device cuda --progress none \
-        --save "$work/det_$run.onnx" >> "$OUT/determinism.log" 2>&1
+        --save "$work/det_$run.onnx" >> "$work/determinism.log" 2>&1
     done
     "$work/l5" --data "fashion-mnist:$fm" --steps 200 --deterministic --eager --device cuda --progress none \
-      --save "$work/det_eager.onnx" >> "$OUT/determinism.log" 2>&1
+      --save "$work/det_eager.onnx" >> "$work/determinism.log" 2>&1
     "$work/l5" --data "fashion-mnist:$fm" --steps 200 --device cpu --progress none \
-      --save "$work/det_cpu.onnx" >> "$OUT/determinism.log" 2>&1
+      --save "$work/det_cpu.onnx" >> "$work/determinism.log" 2>&1
     cmp -s "$work/det_a.onnx" "$work/det_b.onnx" && r1=identical || r1=DIFFERENT
     cmp -s "$work/det_a.onnx" "$work/det_eager.onnx" && r2=identical || r2=DIFFERENT
     note "determinism: two --deterministic graph runs $r1; graph vs eager $r2"
@@ -85,22 +90,25 @@ PY
     hgpc compile samples/lenet5.onnx -o "$work/l5c" --batch 64 --optimizer adam --lr 0.002 \
       --schedule cosine --t-max 18740 >/dev/null 2>&1
     /usr/bin/time -f "%e s" "$work/l5c" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 20 \
-      --normalize 0.2860,0.3530 --device cuda --progress plain --metrics "$OUT/lenet5_fmnist.jsonl" \
-      > "$OUT/convergence_lenet5.log" 2>&1
-    note "convergence LeNet-5 20 epochs: $(grep 'eval after epoch 20' "$OUT/convergence_lenet5.log") ($(tail -1 "$OUT/convergence_lenet5.log"))"
+      --normalize 0.2860,0.3530 --device cuda --progress plain \
+      > "$work/lenet5.log" 2>&1
+    note "convergence LeNet-5 20 epochs: $(grep 'eval after epoch 20' "$work/lenet5.log") ($(tail -1 "$work/lenet5.log"))"
+    cat "$work/lenet5.log" >> "$OUT/convergence.log"
     python3 samples/make_resnet18_28.py "$work/r18.onnx" > /dev/null 2>&1
     hgpc compile "$work/r18.onnx" -o "$work/r18" --batch 128 --optimizer sgd --lr 0.1 --momentum 0.9 \
-      --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$OUT/convergence_resnet18.log" 2>&1
+      --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$work/resnet18.log" 2>&1
     /usr/bin/time -f "%e s" "$work/r18" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
-      --normalize 0.2860,0.3530 --device cuda --progress plain --metrics "$OUT/resnet18_fmnist.jsonl" \
-      >> "$OUT/convergence_resnet18.log" 2>&1
-    note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$OUT/convergence_resnet18.log") ($(tail -1 "$OUT/convergence_resnet18.log"))"
+      --normalize 0.2860,0.3530 --device cuda --progress plain \
+      >> "$work/resnet18.log" 2>&1
+    note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18.log") ($(tail -1 "$work/resnet18.log"))"
+    cat "$work/resnet18.log" >> "$OUT/convergence.log"
     ;;
   bench)
-    PYTHONUNBUFFERED=1 python3 bench/bench.py --out "$OUT" --hgpc "$(command -v hgpc)" > "$OUT/bench.log" 2>&1
+    PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
+      --hgpc "$(command -v hgpc)" > "$OUT/bench.log" 2>&1
     note "bench: exit $?"
     ;;
   esac
-  echo "stage $stage: $(( $(date +%s) - start )) s" >> "$OUT/timing.log"
+  echo "stage $stage: $(( $(date +%s) - start )) s" >> "$summary"
 done
 cat "$summary"

@@ -111,11 +111,11 @@ def train_torch(model, dtype, make_opt, x, y, batch):
     return losses, states
 
 
-def run_hgpc(exe, work, steps):
-    saved = os.path.join(work, "trained%d.onnx" % steps)
-    metrics = os.path.join(work, "metrics%d.jsonl" % steps)
+def run_hgpc(exe, work, steps, device="cpu"):
+    saved = os.path.join(work, "trained%d_%s.onnx" % (steps, device))
+    metrics = os.path.join(work, "metrics%d_%s.jsonl" % (steps, device))
     p = subprocess.run([exe, "--data", "npy:%s,%s" % (os.path.join(work, "x.npy"), os.path.join(work, "y.npy")),
-                        "--shuffle", "off", "--steps", str(steps), "--device", "cpu", "--save", saved,
+                        "--shuffle", "off", "--steps", str(steps), "--device", device, "--save", saved,
                         "--metrics", metrics, "--progress", "none"], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("the hgpc executable failed (%d): %s" % (p.returncode, p.stderr))

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Whole training steps on CUDA against the CPU backend, for the public zoo models.
+
+For each model: export (this machine's torch), compile with --precision fp32, train 3 steps on the
+CPU backend and 3 on CUDA from the same data, and compare each step's loss and the trained state
+(relative L2 over all tensors, and the worst tensor's relative max-norm). Run on the GPU machine:
+    python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
+"""
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "parity"))
+import parity  # noqa: E402
+
+# AlexNet and VGG-11 need 224x224 inputs, which make their CPU side too slow for the device run.
+MODELS = ["lenet5", "resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hgpc", default="hgpc")
+    ap.add_argument("--models", default=",".join(MODELS))
+    args = ap.parse_args()
+    failed = 0
+    for name in args.models.split(","):
+        make, shape, batch = parity.MODELS[name]
+        torch.manual_seed(0)
+        model = make()
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        work = tempfile.mkdtemp(prefix="zoo-")
+        path = os.path.join(work, "m.onnx")
+        kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, input_names=["input"])
+        try:
+            torch.onnx.export(copy.deepcopy(model).train(), torch.zeros(batch, *shape), path,
+                              opset_version=18, dynamo=False, **kw)
+        except TypeError:
+            torch.onnx.export(copy.deepcopy(model).train(), torch.zeros(batch, *shape), path, opset_version=17, **kw)
+        rng = np.random.default_rng(0)
+        np.save(os.path.join(work, "x.npy"), rng.standard_normal((batch * 3, *shape), dtype=np.float32))
+        np.save(os.path.join(work, "y.npy"), rng.integers(0, 10, size=(batch * 3,), dtype=np.int64))
+        exe = os.path.join(work, "t")
+        p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch), "--precision", "fp32",
+                            *parity.OPTIMIZERS["sgd"][1]], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(json.dumps(dict(model=name, error=p.stderr[-400:])), flush=True)
+            failed += 1
+            continue
+        cpu_losses, cpu = parity.run_hgpc(exe, work, 3, "cpu")
+        gpu_losses, gpu = parity.run_hgpc(exe, work, 3, "cuda")
+        _, cpu1 = parity.run_hgpc(exe, work, 1, "cpu")
+        _, gpu1 = parity.run_hgpc(exe, work, 1, "cuda")
+        names = sorted(cpu)
+        step1 = max((parity.relmax(gpu1[n], cpu1[n]), n) for n in names)
+        worst = max((parity.relmax(gpu[n], cpu[n]), n) for n in names)
+        loss = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(gpu_losses, cpu_losses))
+        state = parity.rel_l2(gpu, cpu, names)
+        ok = loss <= 1e-3 and state <= 1e-3
+        failed += not ok
+        print(json.dumps(dict(model=name, ok=ok, max_loss_rel=loss, state_rel_l2=state,
+                              step1_worst_tensor=step1, step3_worst_tensor=worst,
+                              losses_cpu=cpu_losses, losses_cuda=gpu_losses)), flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
