@@ -34,7 +34,7 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
   return Status::ok();
 }
 
-std::vector<std::string> forwardPipeline() { return {"canonicalize"}; }
+std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
 std::vector<std::string> trainPipeline() {
   return {"canonicalize", "add-loss", "add-step-counter", "autodiff", "add-optimizer"};
 }

