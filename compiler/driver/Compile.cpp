@@ -105,10 +105,10 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   return c;
 }
 
-Expected<Bundle> bundleCompilation(const Compilation& c, const CompileOptions& o) {
+Expected<Bundle> bundleCompilation(Compilation& c, const CompileOptions& o) {
   Bundle b;
   b.planText = printPlan(c.emitted.plan);
-  b.data = c.emitted.data;
+  b.data = std::move(c.emitted.data);
   if (o.referenceWeights) {
     std::error_code ec;
     b.fileRefPath = std::filesystem::absolute(o.modelPath, ec).string();

@@ -45,8 +45,8 @@ struct Compilation {
 
 Expected<Compilation> compileModel(const CompileOptions& options);
 
-/// Packs a compilation into a bundle: the plan text, the data section, and the save template
-/// with the trained tensors cut out.
-Expected<Bundle> bundleCompilation(const Compilation& c, const CompileOptions& options);
+/// Packs a compilation into a bundle: the plan text, the data section (moved out of `c`), and
+/// the save template with the trained tensors cut out.
+Expected<Bundle> bundleCompilation(Compilation& c, const CompileOptions& options);
 
 } // namespace hgp

@@ -19,6 +19,7 @@
 #include "runtime/support/Status.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,16 +43,33 @@ struct Bundle {
   int64_t fileRefSize = 0;
 };
 
-/// Serializes the payload (without the trailer).
-std::vector<uint8_t> serializeBundle(const Bundle& b);
-/// Parses a payload.
-Expected<Bundle> parseBundle(const uint8_t* bytes, size_t size);
+/// A bundle as an executable reads it: its file is mapped, not copied, so a 500 MB model starts
+/// in the time the page cache takes, and the large sections are views into the mapping.
+class MappedBundle {
+public:
+  MappedBundle() = default;
+  MappedBundle(MappedBundle&& o) noexcept { *this = std::move(o); }
+  MappedBundle& operator=(MappedBundle&& o) noexcept;
+  ~MappedBundle();
 
-/// Writes `runnerPath`'s bytes, the payload and the trailer to `outPath` (through a temporary
-/// file and a rename, so a failed compile never leaves a half-written executable), mode 0755.
+  std::string planText;
+  std::span<const uint8_t> data, saveTemplate;
+  std::vector<SpliceEntry> splices;
+  std::string fileRefPath;
+  int64_t fileRefSize = 0;
+
+private:
+  friend Expected<MappedBundle> readBundleFromExecutable(const std::string& exePath);
+  void* map_ = nullptr;
+  size_t mapSize_ = 0;
+};
+
+/// Writes `runnerPath`'s bytes, the bundle and the trailer to `outPath`, streaming the sections
+/// (through a temporary file and a rename, so a failed compile never leaves a half-written
+/// executable), mode 0755.
 Status writeExecutable(const std::string& runnerPath, const Bundle& b, const std::string& outPath);
 
-/// Reads the bundle appended to an executable; ErrorCode::InvalidModel when it has none.
-Expected<Bundle> readBundleFromExecutable(const std::string& exePath);
+/// Maps the bundle appended to an executable; ErrorCode::InvalidModel when it has none.
+Expected<MappedBundle> readBundleFromExecutable(const std::string& exePath);
 
 } // namespace hgp

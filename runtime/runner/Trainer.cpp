@@ -7,7 +7,10 @@
 #include "runtime/runner/Devices.h"
 #include "runtime/runner/MetricsLog.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -262,26 +265,41 @@ private:
     return writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_);
   }
 
+  /// Writes the save template with the trained tensors spliced in, streaming it to a temporary
+  /// file that is renamed over `path` once complete.
   Status saveOnnx(const std::string& path) {
-    std::vector<uint8_t> out;
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
+    bool ok = true;
+    auto put = [&](const uint8_t* p, size_t n) { ok = ok && std::fwrite(p, 1, n, f) == n; };
     size_t from = 0;
+    std::vector<uint8_t> tensor;
+    Status st;
     for (const SpliceEntry& s : bundle_.splices) {
-      out.insert(out.end(), bundle_.saveTemplate.begin() + long(from),
-                 bundle_.saveTemplate.begin() + long(s.offset));
+      put(bundle_.saveTemplate.data() + from, size_t(s.offset) - from);
       int idx = plan_.findTensor(s.tensor);
-      if (idx < 0 || plan_.tensors[size_t(idx)].bytes() != s.bytes)
-        return Status(ErrorCode::Internal, "the save template names unknown tensor '" + s.tensor + "'");
-      size_t at = out.size();
-      out.resize(at + size_t(s.bytes));
-      HGP_TRY(backend_->read(idx, out.data() + at));
+      if (idx < 0 || plan_.tensors[size_t(idx)].bytes() != s.bytes) {
+        st = Status(ErrorCode::Internal, "the save template names unknown tensor '" + s.tensor + "'");
+        break;
+      }
+      tensor.resize(size_t(s.bytes));
+      if (!(st = backend_->read(idx, tensor.data()))) break;
+      put(tensor.data(), tensor.size());
       from = size_t(s.offset);
     }
-    out.insert(out.end(), bundle_.saveTemplate.begin() + long(from), bundle_.saveTemplate.end());
-    return writeFileAtomically(path, out);
+    if (st) put(bundle_.saveTemplate.data() + from, bundle_.saveTemplate.size() - from);
+    ok = std::fflush(f) == 0 && ok;
+    ok = fsync(fileno(f)) == 0 && ok;
+    ok = std::fclose(f) == 0 && ok;
+    if (st && (!ok || std::rename(tmp.c_str(), path.c_str()) != 0))
+      st = Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
+    if (!st) std::remove(tmp.c_str());
+    return st;
   }
 
   const RunOptions& opt_;
-  Bundle bundle_;
+  MappedBundle bundle_;
   Plan plan_;
   uint64_t fingerprint_ = 0;
   std::unique_ptr<Backend> backend_;
