@@ -11,7 +11,7 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev llvm-14-dev zlib1
   python3-torch python3-torchvision python3-onnx python3-numpy \
   libonnx-testdata dataset-fashion-mnist
 
-.PHONY: all build deps test demo clean format
+.PHONY: all build deps test test-slow demo clean format
 
 all: build
 
@@ -31,9 +31,14 @@ $(BUILD)/build.ninja: CMakeLists.txt
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Everything but the tests labelled `slow` (see tests/CMakeLists.txt); `gpu` tests skip without a GPU.
 test: deps
 	$(MAKE) build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+
+test-slow: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
 demo: deps
 	$(MAKE) build

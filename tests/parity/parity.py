@@ -13,8 +13,9 @@ implementation can avoid, both checked against a float64 PyTorch run as the exac
   within rounding distance of a kink takes the other side in another implementation and sends
   its gradient elsewhere. That changes a few elements of the tensor where it happens (a conv
   weight's row for one output channel, one BN bias), and, more weakly, the gradients of every
-  layer before it. So a tensor also passes when at most 2% of its elements are off by more than
-  1e-3 of its largest value; once such a kink difference is seen after the first step, the other
+  layer before it. Adam does the same to a gradient element that is nearly zero: its first step
+  is a full learning rate of whatever sign the rounding gave. So a tensor also passes when at
+  most one element, or 2% of its elements, are off by more than 1e-3 of its largest value; once such a kink difference is seen after the first step, the other
   tensors of that step are held to 1e-2; and losses after the first step are held to 1e-3, or
   1e-2 after a kink difference (Adam turns it into a full step of the other sign for each
   element it touches).
@@ -51,13 +52,13 @@ from make_lenet5 import LeNet5  # noqa: E402
 
 # name -> (constructor, input shape, batch). Inputs are small, but large enough that BatchNorm
 # normalizes over at least 16 values per channel everywhere. VGG and AlexNet need 224 for their
-# adaptive pools to export.
+# adaptive pools to export; they have no BatchNorm, so they train at batch 1 to stay quick.
 MODELS = {
     "lenet5": (lambda: LeNet5(), (1, 28, 28), 4),
     "resnet18": (lambda: tvm.resnet18(num_classes=10), (3, 64, 64), 4),
     "mobilenet_v2": (lambda: tvm.mobilenet_v2(num_classes=10), (3, 64, 64), 4),
     "googlenet": (lambda: tvm.googlenet(num_classes=10, aux_logits=True, init_weights=True), (3, 64, 64), 4),
-    "alexnet": (lambda: tvm.alexnet(num_classes=10), (3, 224, 224), 2),
+    "alexnet": (lambda: tvm.alexnet(num_classes=10), (3, 224, 224), 1),
     "vgg11": (lambda: tvm.vgg11(num_classes=10), (3, 224, 224), 2),
     "squeezenet1_1": (lambda: tvm.squeezenet1_1(num_classes=10), (3, 64, 64), 4),
     "densenet121": (lambda: tvm.densenet121(num_classes=10), (3, 64, 64), 4),
@@ -87,8 +88,11 @@ def relmax(a, b):
 
 
 def off_fraction(a, b):
-    """The fraction of elements off by more than WEIGHT_TOL of the tensor's largest value."""
-    return float((np.abs(a - b) > WEIGHT_TOL * max(float(np.abs(b).max()), 1e-12)).mean())
+    """The fraction of elements off by more than WEIGHT_TOL of the tensor's largest value, not
+    counting one element (a kink, or a near-zero gradient that Adam turns into a full step of
+    either sign, can hit a single channel of a small tensor)."""
+    off = int((np.abs(a - b) > WEIGHT_TOL * max(float(np.abs(b).max()), 1e-12)).sum())
+    return max(off - 1, 0) / a.size
 
 
 def rel_l2(a, b, names):
