@@ -90,15 +90,4 @@ Expected<std::vector<int64_t>> intsOfLength(const InferContext& ctx, const char*
   return v;
 }
 
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
-                         int64_t padEnd, int64_t dilation, bool ceilMode) {
-  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  // PyTorch's rule (also ONNX's since opset 19): the last window must start inside the input
-  // or the leading padding, never in the trailing padding.
-  if (ceilMode && (out - 1) * stride >= in + padBegin) --out;
-  return out;
-}
-
 } // namespace hgp

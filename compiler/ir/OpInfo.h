@@ -10,6 +10,7 @@
 #include "runtime/plan/Attr.h"
 #include "runtime/plan/OpKind.h"
 #include "runtime/plan/Types.h"
+#include "runtime/plan/Window.h"
 
 #include <string>
 #include <vector>
@@ -50,8 +51,5 @@ Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 Status requireF32(const InferContext& ctx, size_t i, const char* what);
 /// Reads a list attribute that must have exactly `n` entries.
 Expected<std::vector<int64_t>> intsOfLength(const InferContext& ctx, const char* name, size_t n);
-/// The spatial output size of a window op (conv or pool) along one dim.
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
-                         int64_t padEnd, int64_t dilation, bool ceilMode);
 
 } // namespace hgp

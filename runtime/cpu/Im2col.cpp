@@ -10,16 +10,6 @@ bool ConvGeometry::isPointwise() const {
   return true;
 }
 
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
-                         int64_t padEnd, int64_t dilation, bool ceilMode) {
-  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  // The last window must start inside the input or the leading padding.
-  if (ceilMode && (out - 1) * stride >= in + padBegin) --out;
-  return out;
-}
-
 Status readConvGeometry(const KernelArgs& a, const Shape& x, const Shape& w, const Shape& y,
                         bool checkOutput, ConvGeometry& g) {
   size_t rank = x.size();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/Window.h"
 
 namespace hgp::cpu {
 
@@ -72,9 +73,6 @@ template <typename Fn> void forEachRowTap(const ConvGeometry& g, Fn&& fn) {
 Status readConvGeometry(const KernelArgs& a, const Shape& x, const Shape& w, const Shape& y,
                         bool checkOutput, ConvGeometry& g);
 
-/// The spatial output size of a window op (conv or pool) along one dim; PyTorch's ceil rule.
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
-                         int64_t padEnd, int64_t dilation, bool ceilMode);
 
 /// col[c*kVol + kernel offset, output position] = x[c, input position], zero where the window
 /// reads padding. `x` holds `channels` planes of g.in; `col` has channels*kVol rows of outVol.

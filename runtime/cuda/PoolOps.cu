@@ -9,6 +9,7 @@
 // stays) as a byte in the step's scratch, then takes dY only where the argmax is this element;
 // windows of 255 elements or more recompute the argmax of each covering window instead.
 #include "runtime/cuda/DeviceUtil.cuh"
+#include "runtime/plan/Window.h"
 
 namespace hgp::cuda {
 
@@ -27,16 +28,6 @@ struct PoolGeometry {
   __host__ __device__ int outVol() const { return out[0] * out[1] * out[2]; }
   __host__ __device__ int windowVol() const { return k[0] * k[1] * k[2]; }
 };
-
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
-                         int64_t padEnd, int64_t dilation, bool ceilMode) {
-  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  // The last window must start inside the input or the leading padding.
-  if (ceilMode && (out - 1) * stride >= in + padBegin) --out;
-  return out;
-}
 
 /// Reads the window attributes and checks that y is the pooled shape of x.
 Status readPoolGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PoolGeometry& g) {
