@@ -11,7 +11,7 @@ DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev llvm-14-dev zlib1
   python3-torch python3-torchvision python3-onnx python3-numpy \
   libonnx-testdata dataset-fashion-mnist
 
-.PHONY: all build deps test test-slow demo clean format
+.PHONY: all build deps test test-slow demo dist clean format
 
 all: build
 
@@ -43,6 +43,11 @@ test-slow: deps
 demo: deps
 	$(MAKE) build
 	./samples/demo.sh $(BUILD)
+
+# A tarball with hgpc, the runner and the non-system libraries hgpc needs, for another machine.
+dist: deps
+	$(MAKE) build
+	scripts/dist.sh $(BUILD) $(BUILD)/hgpc-dist.tar.gz
 
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i

@@ -110,5 +110,26 @@ print('ok', len(changed))
         self.assertIn("ok 10", out)
 
 
+class DistTest(HgpcTestCase):
+    def test_dist_tarball_runs_elsewhere(self):
+        """make dist's tarball: hgpc runs from an unpacked copy and makes working executables."""
+        import subprocess
+        import tarfile
+        tarball = self.path("hgpc.tar.gz")
+        code, out, err = run([os.path.join(SOURCE, "scripts", "dist.sh"), os.path.dirname(os.path.dirname(HGPC)),
+                              tarball], cwd=SOURCE)
+        self.assertEqual(code, 0, err)
+        with tarfile.open(tarball) as t:
+            t.extractall(self.path("x"))
+        (top,) = os.listdir(self.path("x"))
+        hgpc = os.path.join(self.path("x"), top, "bin", "hgpc")
+        env = {"PATH": "/usr/bin:/bin"}
+        p = subprocess.run([hgpc, "compile", LENET, "--batch", "4", "-o", self.path("t")], env=env,
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        code, _, err = run([self.path("t"), "--data", "synthetic", "--steps", "1", "--progress", "none"])
+        self.assertEqual(code, 0, err)
+
+
 if __name__ == "__main__":
     unittest.main()
