@@ -8,7 +8,11 @@ optionally torch.compile): forward, cross-entropy, backward, SGD(momentum 0.9, w
 storage with TF32 on. It prints a table and writes results.json and results.md to --out.
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
-        [--torch-modes eager,graph,compile] [--steps 160]
+        [--torch-modes eager,graph,compile] [--steps 160] [--op-times]
+
+--op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
+executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
+optimes.txt.
 """
 import argparse
 import json
@@ -102,7 +106,56 @@ def export(name, path):
     raise RuntimeError("; ".join(errors))
 
 
-def hgpc_case(hgpc, name, batch, work, steps):
+def summarize_hgpc_op_times(path, top=12):
+    """Lines summing one timed training step by op kind, largest first."""
+    by_op, total = {}, 0.0
+    for line in open(path):
+        prog, _, op, loc, ms = line.rstrip("\n").split("\t")
+        if prog != "train":
+            continue
+        ms = float(ms)
+        total += ms
+        n, t = by_op.get(op, (0, 0.0))
+        by_op[op] = (n + 1, t + ms)
+    out = ["  hgpc op by op: %.3f ms in all" % total]
+    for op, (n, t) in sorted(by_op.items(), key=lambda kv: -kv[1][1])[:top]:
+        out.append("    %-28s %4d launches %8.3f ms" % (op, n, t))
+    return out
+
+
+def torch_kernel_summary(name, batch, top=14):
+    """PyTorch's eager step, its CUDA kernels summed by name (profiler), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.backends.cudnn.benchmark = True
+    model, shape, ncls = make(name)
+    model = model.cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, *shape, device="cuda")
+    y = torch.randint(0, ncls, (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.count / 3, e.device_time_total / 3000.0) for e in prof.key_averages()
+            if e.device_time_total > 0]
+    total = sum(r[2] for r in rows)
+    out = ["  torch eager kernels: %.3f ms per step" % total]
+    for k, n, ms in sorted(rows, key=lambda r: -r[2])[:top]:
+        out.append("    %-60.60s %5.0f %8.3f ms" % (k, n, ms))
+    del model, opt
+    torch.cuda.empty_cache()
+    return out
+
+
+def hgpc_case(hgpc, name, batch, work, steps, op_times=None):
     onnx_path = os.path.join(work, "%s.onnx" % name)
     if not os.path.exists(onnx_path):
         how = export(name, onnx_path)
@@ -119,7 +172,8 @@ def hgpc_case(hgpc, name, batch, work, steps):
         raise RuntimeError("hgpc compile: " + p.stderr.strip()[-600:])
     metrics = exe + ".jsonl"
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(steps), "--device", "cuda",
-                        "--metrics", metrics, "--progress", "none", "--verbose"],
+                        "--metrics", metrics, "--progress", "none", "--verbose"]
+                       + (["--op-times", op_times] if op_times else []),
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("run: " + p.stderr.strip()[-800:])
@@ -147,18 +201,26 @@ def main():
     ap.add_argument("--torch-modes", default="eager,graph")
     ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
+    ap.add_argument("--op-times", action="store_true", help="also write optimes.txt")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="hgpc-bench-")
     os.makedirs(work, exist_ok=True)
     print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(),
           torch.cuda.get_device_name(0), flush=True)
     results = []
+    breakdown = []
     for spec in args.cases.split(","):
         name, batch = spec.split(":")
         batch = int(batch)
         r = dict(model=name, batch=batch)
         try:
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps)
+            ot = os.path.join(work, "%s-b%d.optimes" % (name, batch)) if args.op_times else None
+            if ot and os.path.exists(ot):
+                os.remove(ot)
+            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot)
+            if ot:
+                breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
+                breakdown += summarize_hgpc_op_times(ot)
         except Exception as e:  # noqa: BLE001
             r["hgpc_error"] = str(e)
         for mode in args.torch_modes.split(","):
@@ -167,6 +229,12 @@ def main():
                 r["torch_" + mode] = dict(ms=ms, peak_bytes=peak)
             except Exception as e:  # noqa: BLE001
                 r["torch_%s_error" % mode] = repr(e)[:300]
+        if args.op_times:
+            try:
+                breakdown += torch_kernel_summary(name, batch)
+            except Exception as e:  # noqa: BLE001
+                breakdown.append("  torch profile failed: %r" % e)
+            open(os.path.join(args.out, "optimes.txt"), "w").write("\n".join(breakdown) + "\n")
         torch_ms = [v["ms"] for k, v in r.items() if k.startswith("torch_") and isinstance(v, dict)]
         if "hgpc" in r and torch_ms:
             r["best_torch_ms"] = min(torch_ms)

@@ -32,6 +32,17 @@ public:
   /// Copies host bytes into a tensor.
   virtual Status write(int tensor, const void* src) = 0;
 
+  /// Whether prefetch() is offered. A backend that offers it moves the next batch to the device
+  /// while the current step computes.
+  virtual bool supportsPrefetch() const { return false; }
+  /// Like write() of an input tensor, but for the run after the next one: the next run copies
+  /// these bytes to the device alongside its own work. The next run's own inputs must already be
+  /// in place (written, or prefetched before the previous run).
+  virtual Status prefetch(int tensor, const void* src) {
+    (void)tensor, (void)src;
+    return Status(ErrorCode::Internal, std::string(name()) + " does not prefetch");
+  }
+
   /// Device memory this backend holds (storage regions, scratch, staging), in bytes; 0 on the CPU.
   virtual int64_t deviceMemoryBytes() const { return 0; }
 };
@@ -47,6 +58,10 @@ struct BackendOptions {
   std::string tuningCache;
   /// Print what the backend chose and timed.
   bool verbose = false;
+  /// GPU: after a program's graph is captured, run it once op by op with an event after each
+  /// launch and append every launch's time to this file (tab-separated: program, launch, op,
+  /// source location, ms). Off when empty.
+  std::string opTimes;
 };
 
 /// The CPU reference backend.

@@ -1,13 +1,16 @@
 // CUDA executors for the convolution family, through cuDNN.
 //
 // Each phase (forward, backward-data, backward-filter) of each layer chooses its own algorithm,
-// as HyConv does: the candidates cudnnFind*AlgorithmEx times within the workspace limit, the
-// fastest (deterministic ones only with --deterministic) wins, and the choice goes into the
-// tuning cache. 1-D convolutions run as 2-D ones with a height of 1. Bias is added by a kernel
-// (ConvBias.cu).
+// as HyConv does: the best of the legacy algorithms (cudnnFind*AlgorithmEx, within the workspace
+// limit) and the first engines cuDNN's graph-API heuristics offer (ConvGraph.h) are timed on the
+// layer's own buffers, the fastest (deterministic ones only with --deterministic) wins, and the
+// choice goes into the tuning cache. 1-D convolutions run as 2-D ones with a height of 1. Bias is
+// added by a kernel (ConvBias.cu).
+#include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace hgp::cuda {
@@ -17,7 +20,10 @@ void launchAddChannelBias(float* y, const float* bias, int64_t n, int64_t c, int
 
 namespace {
 
-enum class Phase { Forward, BackwardData, BackwardFilter };
+using Phase = ConvPhase;
+
+/// Graph-API candidates timed per phase (the heuristics' first ones).
+constexpr size_t kGraphCandidates = 6;
 
 const char* phaseName(Phase p) {
   return p == Phase::Forward ? "fwd" : p == Phase::BackwardData ? "bwd-data" : "bwd-filter";
@@ -34,7 +40,10 @@ struct ConvState final : StepState {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr; ///< "x" is the input side, "y" the output side
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int algo = -1;
+  bool ready = false; ///< Described and an algorithm chosen.
+  int algo = -1;      ///< The legacy algorithm, unless `graph` is set.
+  std::unique_ptr<ConvGraphPlan> graph;
+  ConvGeometry geom;
   size_t workspace = 0;
   ~ConvState() override {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -77,6 +86,8 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, con
     st.push_back(int(strides[i]));
     d.push_back(int(dil[i]));
   }
+  auto wide = [](const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
+  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d)};
   HGP_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, int(p.size()), p.data(), st.data(), d.data(),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HGP_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, int(a.attrs().getInt("group", 1))));
@@ -109,6 +120,73 @@ Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phas
                 (a.ctx.deterministic ? " in deterministic mode" : ""));
 }
 
+/// Milliseconds per run of `fn` on the stream (the mean of three after a warm-up); infinity if a
+/// run fails.
+template <typename Fn> double timeRuns(cudaStream_t stream, Fn&& fn) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double ms = INFINITY;
+  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess && fn() &&
+      cudaEventRecord(start, stream) == cudaSuccess) {
+    bool ok = fn() && fn() && fn();
+    float t = 0;
+    if (ok && cudaEventRecord(stop, stream) == cudaSuccess &&
+        cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&t, start, stop) == cudaSuccess)
+      ms = double(t) / 3;
+  }
+  (void)cudaGetLastError();
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  return ms;
+}
+
+/// Runs the phase with the legacy algorithm in `s` or with `plan`.
+bool runPhase(CudaArgs& a, ConvState& s, Phase phase, const ConvGraphPlan* plan, void* xp,
+              void* wp, void* yp, void* ws) {
+  const float one = 1.f, zero = 0.f;
+  if (plan) return bool(plan->execute(a.ctx.cudnn, xp, wp, yp, ws));
+  switch (phase) {
+  case Phase::Forward:
+    return cudnnConvolutionForward(a.ctx.cudnn, &one, s.x, xp, s.w, wp, s.conv,
+                                   cudnnConvolutionFwdAlgo_t(s.algo), ws, s.workspace, &zero, s.y,
+                                   yp) == CUDNN_STATUS_SUCCESS;
+  case Phase::BackwardData:
+    return cudnnConvolutionBackwardData(a.ctx.cudnn, &one, s.w, wp, s.y, yp, s.conv,
+                                        cudnnConvolutionBwdDataAlgo_t(s.algo), ws, s.workspace,
+                                        &zero, s.x, xp) == CUDNN_STATUS_SUCCESS;
+  case Phase::BackwardFilter:
+    return cudnnConvolutionBackwardFilter(a.ctx.cudnn, &one, s.x, xp, s.y, yp, s.conv,
+                                          cudnnConvolutionBwdFilterAlgo_t(s.algo), ws, s.workspace,
+                                          &zero, s.w, wp) == CUDNN_STATUS_SUCCESS;
+  }
+  return false;
+}
+
+/// Times the legacy choice in `s` against the graph-API candidates and keeps the fastest in `s`.
+/// A graph API that fails leaves the legacy choice.
+Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* wp, void* yp,
+                       void* scratch, size_t scratchBytes) {
+  auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32, a.ctx.deterministic,
+                              kGraphCandidates);
+  if (!plans) return Status::ok();
+  double best = timeRuns(a.stream, [&] { return runPhase(a, s, phase, nullptr, xp, wp, yp, scratch); });
+  for (auto& plan : *plans) {
+    if (size_t(plan->workspace()) > scratchBytes) continue;
+    double t = timeRuns(a.stream, [&] { return runPhase(a, s, phase, plan.get(), xp, wp, yp, scratch); });
+    if (t < best) {
+      best = t;
+      s.graph = std::move(plan);
+      s.workspace = size_t(s.graph->workspace());
+    }
+  }
+  if (a.ctx.verbose)
+    std::fprintf(stderr, "cuda: %s '%s': %s, %.3f ms\n", phaseName(phase), a.step.loc.c_str(),
+                 s.graph ? ("graph engine " + std::to_string(s.graph->index())).c_str()
+                         : ("legacy algorithm " + std::to_string(s.algo)).c_str(),
+                 best);
+  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+  return Status::ok();
+}
+
 /// Chooses the algorithm of one phase: from the tuning cache, or by timing.
 /// `xp`, `wp`, `yp` are the input-side, weight and output-side buffers the timing may overwrite
 /// the outputs of.
@@ -118,11 +196,21 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
   if (auto hit = a.ctx.tuning->lookup(key)) {
     int algo = 0, math = 0;
     unsigned long long bytes = 0;
+    long index = -1;
     if (std::sscanf(hit->c_str(), "algo=%d math=%d ws=%llu", &algo, &math, &bytes) == 3) {
       s.algo = algo;
       s.workspace = bytes;
       HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, cudnnMathType_t(math)));
       return a.ctx.reserveWorkspace(s.workspace);
+    }
+    if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
+      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32,
+                                  a.ctx.deterministic, 1, index);
+      if (plans && !plans->empty()) {
+        s.graph = std::move(plans->front());
+        s.workspace = size_t(s.graph->workspace());
+        return a.ctx.reserveWorkspace(s.workspace);
+      }
     }
   }
   // Scratch for the search, as large as the limit allows.
@@ -156,10 +244,15 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     st = e == CUDNN_STATUS_SUCCESS ? pick(a, perf, n, s, "backward-filter") : cudnnError(e, "cudnnFindConvolutionBackwardFilterAlgorithmEx", __FILE__, __LINE__);
     if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
   }
+  if (st) st = tryGraphEngines(a, s, phase, xp, wp, yp, scratch, scratchBytes);
   cudaFree(scratch);
   HGP_TRY(st);
-  a.ctx.tuning->insert(key, "algo=" + std::to_string(s.algo) + " math=" + std::to_string(int(math)) +
-                                " ws=" + std::to_string(s.workspace));
+  if (s.graph)
+    a.ctx.tuning->insert(key, "graph=" + std::to_string(s.graph->index()) +
+                                  " ws=" + std::to_string(s.workspace));
+  else
+    a.ctx.tuning->insert(key, "algo=" + std::to_string(s.algo) + " math=" +
+                                  std::to_string(int(math)) + " ws=" + std::to_string(s.workspace));
   return a.ctx.reserveWorkspace(s.workspace);
 }
 
@@ -174,10 +267,12 @@ Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
 /// Y = conv(X, W): forward.
 Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y) {
   ConvState& s = a.stateAs<ConvState>();
-  if (s.algo < 0) {
+  if (!s.ready) {
     HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape));
     HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data));
+    s.ready = true;
   }
+  if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace);
   HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
                                         cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
                                         s.workspace, &kZero, s.y, y.data));
@@ -187,10 +282,12 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
 /// dX = conv^T(dY, W): the gradient of a convolution whose input has dx's shape.
 Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, const DeviceTensor& dx) {
   ConvState& s = a.stateAs<ConvState>();
-  if (s.algo < 0) {
+  if (!s.ready) {
     HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape));
     HGP_TRY(choose(a, s, Phase::BackwardData, *dx.shape, *w.shape, *dy.shape, dx.data, w.data, dy.data));
+    s.ready = true;
   }
+  if (s.graph) return s.graph->execute(a.ctx.cudnn, dx.data, w.data, dy.data, a.ctx.workspace);
   HGP_CUDNN_TRY(cudnnConvolutionBackwardData(a.ctx.cudnn, &kOne, s.w, w.data, s.y, dy.data, s.conv,
                                              cudnnConvolutionBwdDataAlgo_t(s.algo), a.ctx.workspace,
                                              s.workspace, &kZero, s.x, dx.data));
@@ -200,10 +297,12 @@ Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, 
 /// dW: the filter gradient of a convolution from x to dy.
 Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy, const DeviceTensor& dw) {
   ConvState& s = a.stateAs<ConvState>();
-  if (s.algo < 0) {
+  if (!s.ready) {
     HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape));
     HGP_TRY(choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, dw.data, dy.data));
+    s.ready = true;
   }
+  if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, dw.data, dy.data, a.ctx.workspace);
   HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data, s.conv,
                                                cudnnConvolutionBwdFilterAlgo_t(s.algo), a.ctx.workspace,
                                                s.workspace, &kZero, s.w, dw.data));

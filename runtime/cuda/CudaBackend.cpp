@@ -4,14 +4,22 @@
 // plan already decided every offset, so nothing is allocated while training. Before allocating,
 // the backend checks that the plan fits in the free device memory.
 //
-// Programs: the first run of a program executes its steps eagerly; executors use that run to
-// build descriptors and time algorithms (TuningCache). The second run captures the whole
-// program into a CUDA graph; every later run replays it. Runs never synchronize with the host.
+// Programs: the first run of a program on each slot (below) executes its steps eagerly;
+// executors use it to build descriptors and, the very first time, to time algorithms
+// (TuningCache). The next run on that slot captures the whole program into a CUDA graph; every
+// later run replays it. Runs never synchronize with the host.
 //
-// Inputs: the runner's write() of an input tensor goes to one of two pinned staging buffers;
-// the program (and its graph) starts with the host-to-device copies from that slot, then records
-// an event. The next write() into the same slot waits only for that event, so the host prepares
-// batch k+1 while the GPU runs step k. There is one graph per program and slot.
+// Inputs: runs alternate between two slots, and every input tensor has a pinned staging buffer
+// and a device buffer per slot (slot 0's is the tensor's place in the plan). A run on slot s
+// computes on the device buffers of s and, on a second stream forked inside its graph, copies
+// staging s^1 to device s^1: the next batch, which the runner prefetch()ed before the run, moves
+// while this step computes. write() instead stages and copies at once, before the next run. An
+// event recorded after each copy out of a staging buffer lets the host refill it without
+// waiting for anything else. There is one graph per program and slot.
+//
+// --op-times: the first run after a program's graph exists is executed op by op instead, with an
+// event after every launch, and each launch's time is appended to the file (the launches of a
+// step run back to back, so the times are kernel times plus any gap the host leaves).
 #include "runtime/Backend.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
@@ -30,13 +38,14 @@ Status execOptimizerGroup(std::vector<CudaArgs>& steps, std::unique_ptr<StepStat
 
 namespace {
 
+constexpr int kSlots = 2;
+
 using ExecFn = Status (*)(CudaArgs&);
 constexpr ExecFn kExec[] = {
 #define HGP_OP(Name, ...) &exec##Name,
 #include "runtime/plan/OpList.def"
 };
 
-constexpr int kSlots = 2;
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
 bool isOptimizer(OpKind op) { return op == OpKind::SgdUpdate || op == OpKind::AdamUpdate; }
@@ -49,10 +58,14 @@ bool groupable(const PlanStep& a, const PlanStep& b) {
          a.inputs.size() == b.inputs.size();
 }
 
-/// One unit of work: a step, or a group of optimizer steps.
+/// One unit of work: a step, or a group of optimizer steps. A launch that reads an input keeps a
+/// state per slot, since the slots' inputs live at different addresses and executors may keep
+/// device tables of their operands' addresses; every other launch shares one state.
 struct Launch {
   std::vector<int> steps;
-  std::unique_ptr<StepState> state;
+  bool perSlot = false;
+  std::unique_ptr<StepState> states[kSlots];
+  std::unique_ptr<StepState>& state(int slot) { return states[perSlot ? slot : 0]; }
 };
 
 struct Program {
@@ -60,6 +73,8 @@ struct Program {
   std::vector<Launch> launches;
   std::vector<int> inputs; ///< Input-role tensors (copied from staging at its start).
   int runs = 0;
+  bool prepared[kSlots] = {false, false}; ///< Whether the slot's first (eager) run happened.
+  bool timed = false; ///< --op-times has been written for this program.
   cudaGraphExec_t graphs[kSlots] = {nullptr, nullptr};
   uint64_t graphGeneration[kSlots] = {0, 0}; ///< The workspace generation each graph saw.
   std::map<cudaGraphNode_t, int> nodeStep; ///< For naming the step behind a failing graph node.
@@ -71,13 +86,16 @@ public:
 
   ~CudaBackend() override {
     if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+    if (copyStream_) cudaStreamSynchronize(copyStream_);
     for (auto& [name, p] : programs_)
       for (auto& g : p.graphs)
         if (g) cudaGraphExecDestroy(g);
     for (auto& [t, slots] : staging_)
       for (void* s : slots) cudaFreeHost(s);
-    for (auto& e : copied_)
+    for (cudaEvent_t e : {stagingRead_[0], stagingRead_[1], fork_, join_})
       if (e) cudaEventDestroy(e);
+    if (copyStream_) cudaStreamDestroy(copyStream_);
+    cudaFree(inputSpare_);
     cudaFree(persistent_);
     cudaFree(transient_);
     cudaFree(ctx_.workspace);
@@ -106,8 +124,11 @@ public:
     HGP_CUDNN_TRY(cudnnSetStream(ctx_.cudnn, ctx_.stream));
     HGP_CUBLAS_TRY(cublasCreate_v2(&ctx_.cublas));
     HGP_CUBLAS_TRY(cublasSetStream_v2(ctx_.cublas, ctx_.stream));
-    for (auto& ev : copied_) HGP_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    HGP_CUDA_TRY(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
+    for (cudaEvent_t* ev : {&stagingRead_[0], &stagingRead_[1], &fork_, &join_})
+      HGP_CUDA_TRY(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
     ctx_.deterministic = opts_.deterministic;
+    ctx_.verbose = opts_.verbose;
     ctx_.tuning = &tuning_;
     return Status::ok();
   }
@@ -139,12 +160,22 @@ public:
     views_.clear();
     for (size_t i = 0; i < plan.tensors.size(); ++i)
       views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i))});
+    size_t spare = 0;
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
       if (plan.tensors[i].role != TensorRole::Input) continue;
       auto& slots = staging_[int(i)];
       for (int s = 0; s < kSlots; ++s)
         HGP_CUDA_TRY(cudaHostAlloc(&slots[size_t(s)], size_t(plan.tensors[i].bytes()),
                                    cudaHostAllocDefault));
+      spare += (size_t(plan.tensors[i].bytes()) + 255) / 256 * 256;
+    }
+    // Slot 1's device copy of every input, after slot 0's in the plan.
+    HGP_CUDA_TRY(cudaMalloc(&inputSpare_, std::max<size_t>(spare, 256)));
+    inputSpareBytes_ = spare;
+    spare = 0;
+    for (auto& [t, slots] : staging_) {
+      deviceIn_[t] = {address(t), static_cast<uint8_t*>(inputSpare_) + spare};
+      spare += (size_t(plan.tensors[size_t(t)].bytes()) + 255) / 256 * 256;
     }
     HGP_CUDA_TRY(cudaStreamSynchronize(ctx_.stream));
     return Status::ok();
@@ -152,12 +183,16 @@ public:
 
   Status run(const std::string& name) override {
     HGP_ASSIGN_OR_RETURN(Program * p, program(name));
-    int slot = slot_;
+    int slot = inputSlot_ = slot_;
     slot_ = (slot_ + 1) % kSlots;
     Status st;
-    if (opts_.eager || p->runs == 0) {
+    if (!opts_.opTimes.empty() && !p->timed && p->runs > 0 && p->graphs[0] && !opts_.eager) {
+      st = timeLaunches(*p, slot);
+    } else if (opts_.eager || !p->prepared[slot]) {
+      // A slot's first run is eager: executors build their state (and on the very first run
+      // time algorithms and size the workspace) outside any capture.
       st = enqueue(*p, slot);
-      // The eager run is where executors time algorithms and size the workspace.
+      p->prepared[slot] = true;
       if (st && p->runs == 0) {
         tuning_.save();
         if (opts_.verbose)
@@ -181,7 +216,9 @@ public:
 
   Status read(int tensor, void* dst) override {
     const PlanTensor& t = plan_->tensors[size_t(tensor)];
-    HGP_CUDA_TRY(cudaMemcpyAsync(dst, address(tensor), size_t(t.bytes()), cudaMemcpyDeviceToHost,
+    auto in = deviceIn_.find(tensor);
+    const void* src = in != deviceIn_.end() ? in->second[size_t(inputSlot_)] : address(tensor);
+    HGP_CUDA_TRY(cudaMemcpyAsync(dst, src, size_t(t.bytes()), cudaMemcpyDeviceToHost,
                                  ctx_.stream));
     HGP_TRY_CTX(sync(), "reading '" + t.name + "'");
     return Status::ok();
@@ -191,9 +228,13 @@ public:
     const PlanTensor& t = plan_->tensors[size_t(tensor)];
     auto it = staging_.find(tensor);
     if (it != staging_.end()) {
-      // Wait until the step that last read this slot has copied it to the device.
-      HGP_CUDA_TRY(cudaEventSynchronize(copied_[size_t(slot_)]));
-      copyToStaging(it->second[size_t(slot_)], src, size_t(t.bytes()));
+      // Wait until the last copy out of this staging buffer is done, then stage and copy.
+      size_t s = size_t(inputSlot_ = slot_);
+      HGP_CUDA_TRY(cudaEventSynchronize(stagingRead_[s]));
+      copyToStaging(it->second[s], src, size_t(t.bytes()));
+      HGP_CUDA_TRY(cudaMemcpyAsync(deviceIn_.at(tensor)[s], it->second[s], size_t(t.bytes()),
+                                   cudaMemcpyHostToDevice, ctx_.stream));
+      HGP_CUDA_TRY(cudaEventRecord(stagingRead_[s], ctx_.stream));
       return Status::ok();
     }
     HGP_CUDA_TRY(cudaMemcpyAsync(address(tensor), src, size_t(t.bytes()), cudaMemcpyHostToDevice,
@@ -201,9 +242,22 @@ public:
     return sync();
   }
 
+  bool supportsPrefetch() const override { return true; }
+
+  Status prefetch(int tensor, const void* src) override {
+    auto it = staging_.find(tensor);
+    if (it == staging_.end())
+      return Status(ErrorCode::Internal, "prefetch of '" + plan_->tensors[size_t(tensor)].name +
+                                             "', which is not an input");
+    size_t s = size_t((slot_ + 1) % kSlots);
+    HGP_CUDA_TRY(cudaEventSynchronize(stagingRead_[s]));
+    copyToStaging(it->second[s], src, size_t(plan_->tensors[size_t(tensor)].bytes()));
+    return Status::ok();
+  }
+
   int64_t deviceMemoryBytes() const override {
     return plan_ ? plan_->persistentBytes + plan_->transientBytes + int64_t(ctx_.workspaceBytes) +
-                       int64_t(kCublasWorkspace)
+                       int64_t(kCublasWorkspace) + int64_t(inputSpareBytes_)
                  : 0;
   }
 
@@ -292,7 +346,9 @@ private:
       if (!p.launches.empty() && groupable(src->steps[size_t(p.launches.back().steps.back())], s))
         p.launches.back().steps.push_back(int(i));
       else
-        p.launches.push_back(Launch{{int(i)}, nullptr});
+        p.launches.emplace_back().steps = {int(i)};
+      for (int t : s.inputs)
+        p.launches.back().perSlot |= plan_->tensors[size_t(t)].role == TensorRole::Input;
     }
     return &p;
   }
@@ -304,29 +360,68 @@ private:
     return a;
   }
 
-  /// Enqueues the program: the staged input copies, then every launch.
-  Status enqueue(Program& p, int slot) {
+  /// Runs the program op by op with an event around every launch and appends the times to
+  /// opts_.opTimes.
+  Status timeLaunches(Program& p, int slot) {
+    p.timed = true;
+    std::vector<cudaEvent_t> marks(p.launches.size() + 2, nullptr);
+    Status st;
+    for (auto& e : marks) {
+      cudaError_t r = st ? cudaEventCreate(&e) : cudaSuccess;
+      if (r != cudaSuccess) st = cudaError(r, "cudaEventCreate(&e)", __FILE__, __LINE__);
+    }
+    if (st) st = enqueue(p, slot, &marks);
+    if (st) st = sync();
+    FILE* f = st ? std::fopen(opts_.opTimes.c_str(), "a") : nullptr;
+    if (st && !f) st = Status(ErrorCode::Io, "cannot write --op-times file " + opts_.opTimes);
+    for (size_t i = 0; f && i + 1 < marks.size(); ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, marks[i], marks[i + 1]) != cudaSuccess) break;
+      const PlanStep& s = i == 0 ? p.source->steps[0] : p.source->steps[size_t(p.launches[i - 1].steps[0])];
+      std::fprintf(f, "%s\t%zu\t%s\t%s\t%.4f\n", p.source->name.c_str(), i,
+                   i == 0 ? "InputCopy" : opName(s.op), i == 0 ? "" : s.loc.c_str(), double(ms));
+    }
+    if (f) std::fclose(f);
+    for (auto& e : marks)
+      if (e) cudaEventDestroy(e);
+    return st;
+  }
+
+  /// Enqueues the program: the staged input copies, then every launch. With `marks`, records
+  /// marks[0] first, marks[1] after the copies and marks[i + 2] after launch i.
+  Status enqueue(Program& p, int slot, std::vector<cudaEvent_t>* marks = nullptr) {
+    if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[0], ctx_.stream));
+    // This run computes on slot `slot`'s device inputs; the forked copy stream moves the
+    // prefetched next batch (staging of the other slot) meanwhile.
+    size_t next = size_t((slot + 1) % kSlots);
+    for (int t : p.inputs) views_[size_t(t)].data = deviceIn_.at(t)[size_t(slot)];
+    HGP_CUDA_TRY(cudaEventRecord(fork_, ctx_.stream));
+    HGP_CUDA_TRY(cudaStreamWaitEvent(copyStream_, fork_, 0));
     for (int t : p.inputs)
-      HGP_CUDA_TRY(cudaMemcpyAsync(address(t), staging_.at(t)[size_t(slot)],
+      HGP_CUDA_TRY(cudaMemcpyAsync(deviceIn_.at(t)[next], staging_.at(t)[next],
                                    size_t(plan_->tensors[size_t(t)].bytes()),
-                                   cudaMemcpyHostToDevice, ctx_.stream));
-    HGP_CUDA_TRY(cudaEventRecordWithFlags(copied_[size_t(slot)], ctx_.stream,
+                                   cudaMemcpyHostToDevice, copyStream_));
+    HGP_CUDA_TRY(cudaEventRecordWithFlags(stagingRead_[next], copyStream_,
                                           ctx_.capturing ? cudaEventRecordExternal : 0));
+    HGP_CUDA_TRY(cudaEventRecord(join_, copyStream_));
+    if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[1], ctx_.stream));
     for (Launch& l : p.launches) {
       const PlanStep& first = p.source->steps[size_t(l.steps[0])];
       std::string who = std::string(opName(first.op)) + " '" + first.loc + "'";
       if (l.steps.size() == 1 && !isOptimizer(first.op)) {
-        CudaArgs a = argsFor(first, l.state);
+        CudaArgs a = argsFor(first, l.state(slot));
         HGP_TRY_CTX(kExec[int(first.op)](a), "step " + who);
       } else {
         std::vector<CudaArgs> group;
         // Each step needs a state slot; groups keep one shared state.
-        for (int s : l.steps) group.push_back(argsFor(p.source->steps[size_t(s)], l.state));
-        HGP_TRY_CTX(execOptimizerGroup(group, l.state),
+        for (int s : l.steps) group.push_back(argsFor(p.source->steps[size_t(s)], l.state(slot)));
+        HGP_TRY_CTX(execOptimizerGroup(group, l.state(slot)),
                     "the optimizer update starting at " + who);
       }
       if (ctx_.capturing) noteCapturedNodes(p, l.steps[0]);
+      if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[size_t(&l - p.launches.data()) + 2], ctx_.stream));
     }
+    HGP_CUDA_TRY(cudaStreamWaitEvent(ctx_.stream, join_, 0));
     return Status::ok();
   }
 
@@ -382,8 +477,14 @@ private:
   void *persistent_ = nullptr, *transient_ = nullptr, *cublasWorkspace_ = nullptr;
   std::vector<DeviceTensor> views_;
   std::map<int, std::array<void*, kSlots>> staging_;
-  std::array<cudaEvent_t, kSlots> copied_{};
-  int slot_ = 0;
+  std::map<int, std::array<uint8_t*, kSlots>> deviceIn_; ///< Each input's device buffer per slot.
+  void* inputSpare_ = nullptr;                          ///< Slot 1's device inputs.
+  size_t inputSpareBytes_ = 0;
+  cudaStream_t copyStream_ = nullptr;                   ///< Forked inside every run for the copies.
+  /// Recorded after the last copy out of each staging buffer; fork_/join_ bracket the copy stream.
+  cudaEvent_t stagingRead_[kSlots] = {nullptr, nullptr}, fork_ = nullptr, join_ = nullptr;
+  int slot_ = 0;      ///< The slot of the next run.
+  int inputSlot_ = 0; ///< The slot whose device inputs were last written or run on (for read()).
   std::map<std::string, Program> programs_;
   std::unique_ptr<ThreadPool> copyPool_;
 };

@@ -52,6 +52,8 @@ struct CudaContext {
   cublasHandle_t cublas = nullptr;
   /// Only deterministic algorithms (cuDNN's `determinism` flag, no atomics in our kernels).
   bool deterministic = false;
+  /// Say on stderr what was chosen (--verbose).
+  bool verbose = false;
   /// Tensor cores may round fp32 inputs to TF32 in convolutions and matrix products.
   bool allowTf32 = true;
   /// The most scratch memory one step may use, in bytes (the algorithm search respects it).

@@ -7,7 +7,9 @@
 // CPU reference accumulates them, so results agree bit for bit. MaxPoolBwd first stores each
 // window's argmax (first maximum in row-major window order; padding never wins; a NaN wins and
 // stays) as a byte in the step's scratch, then takes dY only where the argmax is this element;
-// windows of 255 elements or more recompute the argmax of each covering window instead.
+// windows of 255 elements or more recompute the argmax of each covering window instead. For the
+// common 2x2 and 3x3 windows on planes that fit in shared memory, one kernel does both passes a
+// block per plane, reading X once from global memory.
 #include "runtime/cuda/DeviceUtil.cuh"
 #include "runtime/plan/Window.h"
 
@@ -71,17 +73,22 @@ Status readPoolGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PoolG
   return Status::ok();
 }
 
-/// A block per row of `width` elements: 32 to 256 threads, about 16 waves of blocks at most.
-struct RowLaunch {
+/// Grid-stride launches over `total` elements, one per thread. Index spaces below 2^31 elements
+/// use 32-bit index arithmetic (the decomposition into positions is most of these kernels'
+/// integer work).
+struct FlatLaunch {
   unsigned grid, threads;
-  int64_t rows;
+  int64_t total;
+  bool narrow() const { return total < (int64_t(1) << 31); }
 };
 
-RowLaunch rowLaunch(const CudaArgs& a, int64_t rows, int width) {
-  int threads = std::min(kBlock, std::max(32, (width + 31) / 32 * 32));
-  int64_t cap = int64_t(smCount(a)) * 16 * (2048 / threads) / 8;
-  return {unsigned(std::max<int64_t>(1, std::min(rows, cap))), unsigned(threads), rows};
+FlatLaunch flatLaunch(const CudaArgs& a, int64_t total) {
+  return {blocksFor(a, total, kBlock, 32), unsigned(kBlock), total};
 }
+
+/// The most shared memory maxPoolBwdPlaneKernel may take (two blocks still fit on an H100/H200
+/// multiprocessor); larger planes take the two-pass path.
+constexpr size_t kPlaneSmemLimit = 100 * 1024;
 
 Status checkF32Operands(const CudaArgs& a) {
   for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
@@ -128,26 +135,30 @@ __device__ int maxIndex(const PoolGeometry& g, const float* x, int od, int oh, i
   return best;
 }
 
-/// The kernels below run a block per row (plane, d, h) of their result's index space and a thread
-/// per position w along it: the row's decomposition and its d and h window ranges are uniform
-/// over the block, which keeps per-thread integer division to the w dim.
-struct Row {
+
+/// The kernels below run a thread per element of their result: (plane, d, h, w) of a row-major
+/// [planes, n0, n1, n2] index space, neighbouring threads along w.
+struct Pos {
   int64_t p; ///< The plane.
-  int d, h;
+  int d, h, w;
 };
 
-__device__ __forceinline__ Row rowOf(int64_t r, int dims0, int dims1) {
-  int64_t per = int64_t(dims0) * dims1;
-  int64_t p = r / per;
-  int rest = int(r - p * per);
-  return {p, rest / dims1, rest % dims1};
+template <typename I>
+__device__ __forceinline__ Pos posOf(I i, const int n[3]) {
+  I t = i / I(n[2]);
+  int w = int(i - t * I(n[2]));
+  I u = t / I(n[1]);
+  int h = int(t - u * I(n[1]));
+  I p = u / I(n[0]);
+  return {int64_t(p), int(u - p * I(n[0])), h, w};
 }
 
-#define HGP_ROW_LOOP(r, rows) for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
+#define HGP_FLAT_LOOP(I, i, n)                                                                     \
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < (n); i += I(gridDim.x) * I(blockDim.x))
 
 /// maxIndex for a 2-D window of compile-time size KH x KW (k[0] == 1): every load is issued
 /// before the comparisons, which run in window order.
-template <int KH, int KW>
+template <int KH, int KW, bool Shared = false>
 __device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const float* x, int oh, int ow,
                                           int* windowOffset) {
   int ih0 = oh * g.stride[1] - g.padBegin[1], iw0 = ow * g.stride[2] - g.padBegin[2];
@@ -162,7 +173,8 @@ __device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const float* x,
       int iw = iw0 + kw * g.dilation[2];
       bool in = rowOk && iw >= 0 && iw < g.in[2];
       ok[kh * KW + kw] = in;
-      v[kh * KW + kw] = __ldg(x + (in ? ih * g.in[2] + iw : 0));
+      int at = in ? ih * g.in[2] + iw : 0;
+      v[kh * KW + kw] = Shared ? x[at] : __ldg(x + at);
     }
   }
   int best = -1;
@@ -188,41 +200,52 @@ __device__ __forceinline__ int windowMax(const PoolGeometry& g, const float* x, 
     return maxIndex(g, x, od, oh, ow, windowOffset);
 }
 
-template <int KH, int KW>
-__global__ void maxPoolKernel(PoolGeometry g, const float* x, float* y, int64_t rows) {
-  HGP_ROW_LOOP(r, rows) {
-    Row q = rowOf(r, g.out[0], g.out[1]);
+template <int KH, int KW, typename I>
+__global__ void maxPoolKernel(PoolGeometry g, const float* x, float* y, I total) {
+  HGP_FLAT_LOOP(I, i, total) {
+    Pos q = posOf(i, g.out);
     const float* xp = x + q.p * g.inVol();
-    for (int ow = threadIdx.x; ow < g.out[2]; ow += blockDim.x) {
-      int idx = windowMax<KH, KW>(g, xp, q.d, q.h, ow);
-      y[r * g.out[2] + ow] = idx < 0 ? -INFINITY : xp[idx];
-    }
+    int idx = windowMax<KH, KW>(g, xp, q.d, q.h, q.w);
+    y[i] = idx < 0 ? -INFINITY : xp[idx];
   }
 }
 
 /// MaxPoolBwd, pass 1: each output's argmax as its offset in window order (255: empty).
-template <int KH, int KW>
-__global__ void maxArgKernel(PoolGeometry g, const float* x, uint8_t* arg, int64_t rows) {
-  HGP_ROW_LOOP(r, rows) {
-    Row q = rowOf(r, g.out[0], g.out[1]);
-    const float* xp = x + q.p * g.inVol();
-    for (int ow = threadIdx.x; ow < g.out[2]; ow += blockDim.x) {
-      int offset;
-      windowMax<KH, KW>(g, xp, q.d, q.h, ow, &offset);
-      arg[r * g.out[2] + ow] = offset < 0 ? uint8_t(255) : uint8_t(offset);
-    }
+template <int KH, int KW, typename I>
+__global__ void maxArgKernel(PoolGeometry g, const float* x, uint8_t* arg, I total) {
+  HGP_FLAT_LOOP(I, i, total) {
+    Pos q = posOf(i, g.out);
+    int offset;
+    windowMax<KH, KW>(g, x + q.p * g.inVol(), q.d, q.h, q.w, &offset);
+    arg[i] = offset < 0 ? uint8_t(255) : uint8_t(offset);
   }
 }
 
-/// Launches kernel<KH, KW> for the common 2-D windows (2x2, 3x3) and kernel<0, 0> otherwise.
-#define HGP_WINDOW_DISPATCH(g, kernel, grid, threads, stream, ...)                                 \
+/// Launches kernel<KH, KW, I> for the common 2-D windows (2x2, 3x3) and kernel<0, 0, I>
+/// otherwise, with I the narrowest index type for l.total.
+#define HGP_WINDOW_DISPATCH_I(g, kernel, I, l, stream, ...)                                        \
   do {                                                                                             \
     if ((g).k[0] == 1 && (g).k[1] == 3 && (g).k[2] == 3)                                           \
-      kernel<3, 3><<<grid, threads, 0, stream>>>(__VA_ARGS__);                                     \
+      kernel<3, 3, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
     else if ((g).k[0] == 1 && (g).k[1] == 2 && (g).k[2] == 2)                                      \
-      kernel<2, 2><<<grid, threads, 0, stream>>>(__VA_ARGS__);                                     \
+      kernel<2, 2, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
     else                                                                                           \
-      kernel<0, 0><<<grid, threads, 0, stream>>>(__VA_ARGS__);                                     \
+      kernel<0, 0, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
+  } while (0)
+#define HGP_WINDOW_DISPATCH(g, kernel, l, stream, ...)                                             \
+  do {                                                                                             \
+    if ((l).narrow())                                                                              \
+      HGP_WINDOW_DISPATCH_I(g, kernel, uint32_t, l, stream, __VA_ARGS__);                          \
+    else                                                                                           \
+      HGP_WINDOW_DISPATCH_I(g, kernel, uint64_t, l, stream, __VA_ARGS__);                          \
+  } while (0)
+/// Launches kernel<I> with I the narrowest index type for l.total.
+#define HGP_FLAT_DISPATCH(kernel, l, stream, ...)                                                  \
+  do {                                                                                             \
+    if ((l).narrow())                                                                              \
+      kernel<uint32_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint32_t((l).total));   \
+    else                                                                                           \
+      kernel<uint64_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint64_t((l).total));   \
   } while (0)
 
 /// The output positions of dim d whose undilated window [o*s - pad, o*s - pad + k) holds input
@@ -247,66 +270,90 @@ __device__ __forceinline__ void maxCovering(const PoolGeometry& g, int d, int i,
   }
 }
 
+/// MaxPoolBwd for one 2-D KH x KW undilated window shape when a plane of X and its argmax bytes fit
+/// in shared memory: a block per plane loads X once, computes every window's argmax from shared
+/// memory, then gathers dY for each input element, in the same order as maxPoolBwdKernel.
+template <int KH, int KW>
+__global__ void maxPoolBwdPlaneKernel(PoolGeometry g, const float* dy, const float* x, float* dx) {
+  extern __shared__ float sx[];
+  int inVol = g.in[1] * g.in[2], outVol = g.out[1] * g.out[2];
+  uint8_t* sarg = reinterpret_cast<uint8_t*>(sx + inVol);
+  for (int64_t p = blockIdx.x; p < g.planes; p += gridDim.x) {
+    const float* xp = x + p * inVol;
+    const float* dyp = dy + p * outVol;
+    for (int i = threadIdx.x; i < inVol; i += blockDim.x) sx[i] = xp[i];
+    __syncthreads();
+    for (int o = threadIdx.x; o < outVol; o += blockDim.x) {
+      int offset, oh = o / g.out[2];
+      maxIndex2d<KH, KW, true>(g, sx, oh, o - oh * g.out[2], &offset);
+      sarg[o] = offset < 0 ? uint8_t(255) : uint8_t(offset);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < inVol; i += blockDim.x) {
+      int ih = i / g.in[2], iw = i - ih * g.in[2];
+      int lo1, hi1, lo2, hi2;
+      coveringRange(g, 1, ih, lo1, hi1);
+      coveringRange(g, 2, iw, lo2, hi2);
+      float acc = 0.f;
+      for (int oh = lo1; oh <= hi1; ++oh) {
+        int o = oh * g.out[2] + lo2;
+        int k = (ih + g.padBegin[1] - oh * g.stride[1]) * KW + iw + g.padBegin[2] - lo2 * g.stride[2];
+        for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= g.stride[2]) {
+          float dv = __ldg(dyp + o);
+          acc = int(sarg[o]) == k ? __fadd_rn(acc, dv) : acc;
+        }
+      }
+      dx[p * inVol + i] = acc;
+    }
+    __syncthreads();
+  }
+}
+
 /// MaxPoolBwd, pass 2: each input element sums dY over the windows whose argmax it is, in
 /// row-major output order. With arg == nullptr (windows of 255 elements or more) each covering
 /// window's argmax is recomputed instead.
+template <typename I>
 __global__ void maxPoolBwdKernel(PoolGeometry g, const float* dy, const float* x,
-                                 const uint8_t* arg, float* dx, int64_t rows, bool undilated) {
+                                 const uint8_t* arg, float* dx, bool undilated, I total) {
   int inVol = g.inVol(), outVol = g.outVol();
-  HGP_ROW_LOOP(r, rows) {
-    Row q = rowOf(r, g.in[0], g.in[1]);
+  HGP_FLAT_LOOP(I, i, total) {
+    Pos q = posOf(i, g.in);
     const float* dyp = dy + q.p * outVol;
+    float acc = 0.f;
     if (arg && undilated) {
       const uint8_t* ap = arg + q.p * outVol;
-      int lo0, hi0, lo1, hi1;
+      int lo0, hi0, lo1, hi1, lo2, hi2;
       coveringRange(g, 0, q.d, lo0, hi0);
       coveringRange(g, 1, q.h, lo1, hi1);
-      // A thread per stride cell c along w: inputs iw = c*s + j - pad (j < s) are covered by
-      // the windows ow in [c + 1 - ceil((K - j) / s), c], with no per-element division.
-      int sw = g.stride[2], kw = g.k[2], pw = g.padBegin[2];
-      int back0 = (kw + sw - 1) / sw, m = (back0 - 1) * sw;
-      int c0 = pw / sw, c1 = (g.in[2] - 1 + pw) / sw;
-      for (int c = c0 + int(threadIdx.x); c <= c1; c += blockDim.x) {
-        for (int j = 0; j < sw; ++j) {
-          int iw = c * sw + j - pw;
-          if (iw < 0 || iw >= g.in[2]) continue;
-          int lo2 = max(c + 1 - (kw - j > m ? back0 : back0 - 1), 0), hi2 = min(c, g.out[2] - 1);
-          float acc = 0.f;
-          for (int od = lo0; od <= hi0; ++od) {
-            int kd = q.d + g.padBegin[0] - od * g.stride[0];
-            for (int oh = lo1; oh <= hi1; ++oh) {
-              int kdh = kd * g.k[1] + q.h + g.padBegin[1] - oh * g.stride[1];
-              int o = (od * g.out[1] + oh) * g.out[2] + lo2;
-              int k = kdh * kw + (c - lo2) * sw + j;
-              for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= sw) {
-                int av = ap[o];
-                float dv = dyp[o];
-                acc = av == k ? __fadd_rn(acc, dv) : acc;
-              }
-            }
+      coveringRange(g, 2, q.w, lo2, hi2);
+      for (int od = lo0; od <= hi0; ++od) {
+        int kd = q.d + g.padBegin[0] - od * g.stride[0];
+        for (int oh = lo1; oh <= hi1; ++oh) {
+          int kdh = (kd * g.k[1] + q.h + g.padBegin[1] - oh * g.stride[1]) * g.k[2];
+          int o = (od * g.out[1] + oh) * g.out[2] + lo2;
+          int k = kdh + q.w + g.padBegin[2] - lo2 * g.stride[2];
+          for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= g.stride[2]) {
+            float dv = dyp[o];
+            acc = int(ap[o]) == k ? __fadd_rn(acc, dv) : acc;
           }
-          dx[r * g.in[2] + iw] = acc;
         }
       }
     } else {
       const float* xp = x + q.p * inVol;
       const uint8_t* ap = arg ? arg + q.p * outVol : nullptr;
-      for (int iw = threadIdx.x; iw < g.in[2]; iw += blockDim.x) {
-        int idx = (q.d * g.in[1] + q.h) * g.in[2] + iw;
-        float acc = 0.f;
-        maxCovering(g, 0, q.d, [&](int od, int kd) {
-          maxCovering(g, 1, q.h, [&](int oh, int kh) {
-            maxCovering(g, 2, iw, [&](int ow, int kw) {
-              int o = (od * g.out[1] + oh) * g.out[2] + ow;
-              bool mine = ap ? ap[o] == (kd * g.k[1] + kh) * g.k[2] + kw
-                             : maxIndex(g, xp, od, oh, ow) == idx;
-              if (mine) acc = __fadd_rn(acc, dyp[o]);
-            });
+      int idx = (q.d * g.in[1] + q.h) * g.in[2] + q.w;
+      maxCovering(g, 0, q.d, [&](int od, int kd) {
+        maxCovering(g, 1, q.h, [&](int oh, int kh) {
+          maxCovering(g, 2, q.w, [&](int ow, int kw) {
+            int o = (od * g.out[1] + oh) * g.out[2] + ow;
+            bool mine = ap ? ap[o] == (kd * g.k[1] + kh) * g.k[2] + kw
+                           : maxIndex(g, xp, od, oh, ow) == idx;
+            if (mine) acc = __fadd_rn(acc, dyp[o]);
           });
         });
-        dx[r * g.in[2] + iw] = acc;
-      }
+      });
     }
+    dx[i] = acc;
   }
 }
 
@@ -331,43 +378,40 @@ __device__ int64_t avgWindow(const PoolGeometry& g, int od, int oh, int ow, AvgS
   return int64_t(s[0].hi - s[0].lo) * (s[1].hi - s[1].lo) * (s[2].hi - s[2].lo);
 }
 
-__global__ void avgPoolKernel(PoolGeometry g, const float* x, float* y, int64_t rows) {
-  HGP_ROW_LOOP(r, rows) {
-    Row q = rowOf(r, g.out[0], g.out[1]);
+template <typename I>
+__global__ void avgPoolKernel(PoolGeometry g, const float* x, float* y, I total) {
+  HGP_FLAT_LOOP(I, i, total) {
+    Pos q = posOf(i, g.out);
     const float* xp = x + q.p * g.inVol();
-    for (int ow = threadIdx.x; ow < g.out[2]; ow += blockDim.x) {
-      AvgSpan s[3];
-      int64_t divisor = avgWindow(g, q.d, q.h, ow, s);
-      double sum = 0;
-      for (int id = s[0].lo; id < s[0].hi; ++id)
-        for (int ih = s[1].lo; ih < s[1].hi; ++ih)
-          for (int iw = s[2].lo; iw < s[2].hi; ++iw) sum += xp[(id * g.in[1] + ih) * g.in[2] + iw];
-      y[r * g.out[2] + ow] = divisor ? float(sum / double(divisor)) : 0.f;
-    }
+    AvgSpan s[3];
+    int64_t divisor = avgWindow(g, q.d, q.h, q.w, s);
+    double sum = 0;
+    for (int id = s[0].lo; id < s[0].hi; ++id)
+      for (int ih = s[1].lo; ih < s[1].hi; ++ih)
+        for (int iw = s[2].lo; iw < s[2].hi; ++iw) sum += xp[(id * g.in[1] + ih) * g.in[2] + iw];
+    y[i] = divisor ? float(sum / double(divisor)) : 0.f;
   }
 }
 
-__global__ void avgPoolBwdKernel(PoolGeometry g, const float* dy, float* dx, int64_t rows) {
-  HGP_ROW_LOOP(r, rows) {
-    Row q = rowOf(r, g.in[0], g.in[1]);
+template <typename I>
+__global__ void avgPoolBwdKernel(PoolGeometry g, const float* dy, float* dx, I total) {
+  HGP_FLAT_LOOP(I, i, total) {
+    Pos q = posOf(i, g.in);
     const float* dyp = dy + q.p * g.outVol();
-    int lo0, hi0, lo1, hi1;
+    int lo0, hi0, lo1, hi1, lo2, hi2;
     coveringRange(g, 0, q.d, lo0, hi0);
     coveringRange(g, 1, q.h, lo1, hi1);
-    for (int iw = threadIdx.x; iw < g.in[2]; iw += blockDim.x) {
-      int lo2, hi2;
-      coveringRange(g, 2, iw, lo2, hi2);
-      float acc = 0.f;
-      for (int od = lo0; od <= hi0; ++od)
-        for (int oh = lo1; oh <= hi1; ++oh)
-          for (int ow = lo2; ow <= hi2; ++ow) {
-            AvgSpan s[3];
-            int64_t divisor = avgWindow(g, od, oh, ow, s);
-            if (!divisor) continue;
-            acc = __fadd_rn(acc, dyp[(od * g.out[1] + oh) * g.out[2] + ow] / float(divisor));
-          }
-      dx[r * g.in[2] + iw] = acc;
-    }
+    coveringRange(g, 2, q.w, lo2, hi2);
+    float acc = 0.f;
+    for (int od = lo0; od <= hi0; ++od)
+      for (int oh = lo1; oh <= hi1; ++oh)
+        for (int ow = lo2; ow <= hi2; ++ow) {
+          AvgSpan s[3];
+          int64_t divisor = avgWindow(g, od, oh, ow, s);
+          if (!divisor) continue;
+          acc = __fadd_rn(acc, dyp[(od * g.out[1] + oh) * g.out[2] + ow] / float(divisor));
+        }
+    dx[i] = acc;
   }
 }
 
@@ -408,10 +452,21 @@ Status execMaxPool(CudaArgs& a) {
   HGP_TRY(checkF32Operands(a));
   PoolGeometry g;
   HGP_TRY(readPoolGeometry(a, *a.in[0].shape, *a.out[0].shape, g));
-  RowLaunch l = rowLaunch(a, g.planes * g.out[0] * g.out[1], g.out[2]);
-  HGP_WINDOW_DISPATCH(g, maxPoolKernel, l.grid, l.threads, a.stream, g, a.in[0].f32(),
-                      a.out[0].f32(), l.rows);
+  FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
+  HGP_WINDOW_DISPATCH(g, maxPoolKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
   return checkLaunch(a, "maxPoolKernel");
+}
+
+template <int KH, int KW>
+Status launchPlaneBwd(CudaArgs& a, const PoolGeometry& g, unsigned grid, size_t smem) {
+  // Once per process (in the first, eager run): allow more than the default 48 KiB.
+  static const cudaError_t allowed = cudaFuncSetAttribute(
+      maxPoolBwdPlaneKernel<KH, KW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(kPlaneSmemLimit));
+  HGP_CUDA_TRY(allowed);
+  maxPoolBwdPlaneKernel<KH, KW><<<grid, 512, smem, a.stream>>>(g, a.in[0].f32(), a.in[1].f32(),
+                                                                a.out[0].f32());
+  return checkLaunch(a, "maxPoolBwdPlaneKernel");
 }
 
 Status execMaxPoolBwd(CudaArgs& a) {
@@ -420,21 +475,26 @@ Status execMaxPoolBwd(CudaArgs& a) {
   PoolGeometry g;
   HGP_TRY(readPoolGeometry(a, *a.in[1].shape, *a.in[0].shape, g));
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
+  bool undilated = g.dilation[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1;
+  bool planar = g.k[0] == 1 && g.in[0] == 1 && g.out[0] == 1 && undilated &&
+                ((g.k[1] == 3 && g.k[2] == 3) || (g.k[1] == 2 && g.k[2] == 2));
+  size_t smem = size_t(g.inVol()) * sizeof(float) + size_t(g.outVol());
+  if (planar && smem <= kPlaneSmemLimit) {
+    unsigned grid = unsigned(std::min<int64_t>(g.planes, int64_t(smCount(a)) * 8));
+    return g.k[1] == 3 ? launchPlaneBwd<3, 3>(a, g, grid, smem)
+                       : launchPlaneBwd<2, 2>(a, g, grid, smem);
+  }
   uint8_t* arg = nullptr;
   if (g.windowVol() < 255) {
     // A byte per output in the step's scratch: the argmaxes, computed once.
     HGP_TRY(stepScratch(a, size_t(g.planes * g.outVol()), arg));
-    RowLaunch l = rowLaunch(a, g.planes * g.out[0] * g.out[1], g.out[2]);
-    HGP_WINDOW_DISPATCH(g, maxArgKernel, l.grid, l.threads, a.stream, g, a.in[1].f32(), arg,
-                        l.rows);
+    FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
+    HGP_WINDOW_DISPATCH(g, maxArgKernel, l, a.stream, g, a.in[1].f32(), arg);
     HGP_TRY(checkLaunch(a, "maxArgKernel"));
   }
-  bool undilated = g.dilation[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1;
-  RowLaunch l =
-      rowLaunch(a, g.planes * g.in[0] * g.in[1],
-                arg && undilated ? (g.in[2] + g.stride[2] - 1) / g.stride[2] + 1 : g.in[2]);
-  maxPoolBwdKernel<<<l.grid, l.threads, 0, a.stream>>>(g, a.in[0].f32(), a.in[1].f32(), arg,
-                                                       a.out[0].f32(), l.rows, undilated);
+  FlatLaunch l = flatLaunch(a, g.planes * g.inVol());
+  HGP_FLAT_DISPATCH(maxPoolBwdKernel, l, a.stream, g, a.in[0].f32(), a.in[1].f32(), arg,
+                    a.out[0].f32(), undilated);
   return checkLaunch(a, "maxPoolBwdKernel");
 }
 
@@ -445,8 +505,8 @@ Status execAveragePool(CudaArgs& a) {
   HGP_TRY(readPoolGeometry(a, *a.in[0].shape, *a.out[0].shape, g));
   for (int d : g.dilation)
     if (d != 1) return a.fail("AveragePool with dilations is not supported");
-  RowLaunch l = rowLaunch(a, g.planes * g.out[0] * g.out[1], g.out[2]);
-  avgPoolKernel<<<l.grid, l.threads, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), l.rows);
+  FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
+  HGP_FLAT_DISPATCH(avgPoolKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
   return checkLaunch(a, "avgPoolKernel");
 }
 
@@ -460,8 +520,8 @@ Status execAveragePoolBwd(CudaArgs& a) {
   HGP_TRY(readPoolGeometry(a, xShape, *a.in[0].shape, g));
   for (int d : g.dilation)
     if (d != 1) return a.fail("AveragePool with dilations is not supported");
-  RowLaunch l = rowLaunch(a, g.planes * g.in[0] * g.in[1], g.in[2]);
-  avgPoolBwdKernel<<<l.grid, l.threads, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), l.rows);
+  FlatLaunch l = flatLaunch(a, g.planes * g.inVol());
+  HGP_FLAT_DISPATCH(avgPoolBwdKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
   return checkLaunch(a, "avgPoolBwdKernel");
 }
 

@@ -3,8 +3,9 @@
 // Sums accumulate in double. When the kept dims are one contiguous run, X is [outer, kept,
 // inner] and each output is a "channel": the convolution-bias gradient (every dim but 1) and
 // full reductions take the split two-stage channel reduction (DeviceUtil.cuh) when each output
-// sums many elements. Everything else runs a thread per output that walks its reduced elements in
-// row-major order, the order in which the CPU adds them. No atomics: results are deterministic.
+// sums many elements, and reductions over the leading dims (the Gemm-bias gradient) sum columns.
+// Everything else runs a thread per output that walks its reduced elements in row-major order,
+// the order in which the CPU adds them. No atomics: results are deterministic.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 namespace hgp::cuda {
@@ -30,6 +31,25 @@ __global__ void channelFinalizeKernel(int64_t channels, int parts, const double*
     double s[1];
     sumParts<1>(partials, parts, c, s);
     y[c] = float(divisor != 1.0 ? s[0] / divisor : s[0]);
+  }
+}
+
+/// Sums the rows of a row-major [rows, cols] matrix (the Gemm-bias gradient: every dim but the
+/// last ones): a block of 32 x 8 threads per 32 columns; thread row t adds rows t, t + 8, ... in
+/// order, then the block adds its 8 partials in order. Deterministic, and coalesced along rows.
+__global__ void columnSumKernel(const float* x, float* y, int64_t rows, int64_t cols,
+                                double divisor) {
+  __shared__ double part[8][33];
+  int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  double acc = 0;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 8) acc += x[r * cols + c];
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    double sum = 0;
+    for (int i = 0; i < 8; ++i) sum += part[i][threadIdx.x];
+    y[c] = float(divisor != 1.0 ? sum / divisor : sum);
   }
 }
 
@@ -126,6 +146,11 @@ Status reduce(CudaArgs& a, bool mean) {
       channelFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(outputs, sp.parts,
                                                                             partials, divisor, yp);
       return checkLaunch(a, "channelFinalizeKernel");
+    }
+    if (firstKept >= 0 && s.inner == 1 && outputs > 1) {
+      columnSumKernel<<<unsigned((outputs + 31) / 32), dim3(32, 8), 0, a.stream>>>(
+          xp, yp, s.outer, outputs, divisor);
+      return checkLaunch(a, "columnSumKernel");
     }
   }
   if (keptShape.empty()) keptShape.push_back(1), keptStrides.push_back(0);

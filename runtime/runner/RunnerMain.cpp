@@ -3,7 +3,7 @@
 //   EXE --data SPEC [--eval SPEC] (--epochs N | --steps N) [--device auto|cpu|cuda]
 //       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
-//       [--deterministic] [--max-nonfinite N]
+//       [--deterministic] [--max-nonfinite N] [--op-times FILE]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
 // 7 diverged, 8 out of memory (docs/exit-codes.md).
@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
                "only deterministic GPU algorithms: two runs give bit-identical weights");
   app.add_flag("--eager", o.eager, "GPU: execute op by op instead of replaying a CUDA graph");
   app.add_flag("--verbose", o.verbose, "say what the backend chose");
+  app.add_option("--op-times", o.opTimes,
+                 "GPU: time one step op by op and append each launch's time to this file");
   app.add_option("--normalize", o.normalize,
                  "standardize pixels: MEAN,STD, or per channel M1,M2,M3,S1,S2,S3")
       ->delimiter(',');

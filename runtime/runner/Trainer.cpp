@@ -46,6 +46,7 @@ public:
     bo.deterministic = opt_.deterministic;
     bo.eager = opt_.eager;
     bo.verbose = opt_.verbose;
+    bo.opTimes = opt_.opTimes;
     HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device, bo));
     if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
     HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
@@ -103,10 +104,22 @@ public:
     int input = plan_.binding("input"), labels = plan_.binding("labels");
     windowStart_ = Clock::now();
     auto runStart = Clock::now();
+    // `ahead`: the batch of the next step, already prefetched to the backend (within an epoch).
+    std::unique_ptr<Batch> b, ahead;
     for (int64_t done = 0; done < total; ++done) {
-      std::unique_ptr<Batch> b = loader.next();
-      Status st = backend_->write(input, b->images.data());
-      if (st) st = backend_->write(labels, b->labels.data());
+      Status st;
+      if (ahead) {
+        b = std::move(ahead);
+      } else {
+        b = loader.next();
+        st = backend_->write(input, b->images.data());
+        if (st) st = backend_->write(labels, b->labels.data());
+      }
+      if (st && backend_->supportsPrefetch() && done + 1 < total && b->index + 1 < perEpoch) {
+        ahead = loader.next();
+        st = backend_->prefetch(input, ahead->images.data());
+        if (st) st = backend_->prefetch(labels, ahead->labels.data());
+      }
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
       int64_t batchEpoch = b->epoch, batchIndex = b->index;

@@ -29,6 +29,7 @@ struct RunOptions {
   bool deterministic = false;   ///< Only deterministic GPU algorithms.
   bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
   bool verbose = false;
+  std::string opTimes;          ///< GPU: per-launch times of one step to this file.
   /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
   std::vector<float> normalize;
 };

@@ -163,6 +163,7 @@ TEST(CudaOpSuite, MaxPool) {
       {{2, 3, 11}, poolAttrs({3}, {2}, {1, 1}, true)},
       {{1, 2, 5, 6, 4}, poolAttrs({2, 3, 2}, {2, 2, 1}, {0, 1, 1, 1, 0, 0}, true)},
       {{4, 8, 16, 16}, poolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}, false)},
+      {{2, 5, 14, 13}, poolAttrs({3, 3}, {1, 1}, {1, 1, 1, 1}, true)}, // Inception branch pool
       {{2, 3, 9, 8}, poolAttrs({2, 2}, {2, 2}, {0, 1, 1, 0}, true)},
       {{1, 2, 21, 20}, poolAttrs({16, 16}, {3, 2}, {1, 0, 2, 1}, true)}}; // 256-element windows
   for (int ties = 0; ties < 2; ++ties) {
@@ -451,6 +452,8 @@ TEST(CudaOpSuite, Reductions) {
                              {{16, 32, 33}, {0, 1, 2}},    // everything
                              {{4, 5, 3000}, {2}},          // inner rows
                              {{3000, 7}, {0}},             // outer columns (Gemm bias)
+                             {{128, 100}, {0}},            // columns over several blocks
+                             {{2, 3, 70}, {0, 1}},         // columns under two leading dims
                              {{3, 4, 5, 6}, {1, 3}}};      // interleaved
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean})
     for (const Case& c : cases)

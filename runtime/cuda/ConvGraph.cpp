@@ -1,0 +1,213 @@
+#include "runtime/cuda/ConvGraph.h"
+
+#include <utility>
+
+// The graph API's handle attributes are deprecated in favour of device properties, but cuDNN 9
+// still reads them, and they are what ties a plan to our handle.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace hgp::cuda {
+
+namespace {
+
+/// An owned backend descriptor.
+struct Desc {
+  cudnnBackendDescriptor_t d = nullptr;
+  Desc() = default;
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  Desc(Desc&& o) noexcept : d(o.d) { o.d = nullptr; }
+  Desc& operator=(Desc&& o) noexcept {
+    std::swap(d, o.d);
+    return *this;
+  }
+  ~Desc() {
+    if (d) cudnnBackendDestroyDescriptor(d);
+  }
+};
+
+Status create(cudnnBackendDescriptorType_t type, Desc& out) {
+  HGP_CUDNN_TRY(cudnnBackendCreateDescriptor(type, &out.d));
+  return Status::ok();
+}
+
+Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+           int64_t count, const void* values) {
+  HGP_CUDNN_TRY(cudnnBackendSetAttribute(d.d, name, type, count, values));
+  return Status::ok();
+}
+
+constexpr int64_t kX = 1, kW = 2, kY = 3; ///< Tensor uids in the variant pack.
+
+Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
+  HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, int64_t(dims.size()), dims.data()));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, int64_t(strides.size()), strides.data()));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(t.d));
+  return Status::ok();
+}
+
+/// Whether the engine config's numerical notes allow it under the run's precision rules.
+bool acceptable(cudnnBackendDescriptor_t cfg, bool allowTf32, bool deterministic) {
+  Desc engine;
+  if (!create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, engine)) return false;
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                               &n, &engine.d) != CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                               CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                               notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!allowTf32 && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
+                       notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+      return false;
+    if (deterministic && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
+  }
+  return true;
+}
+
+} // namespace
+
+struct ConvGraphDescriptors {
+  Desc x, w, y, conv, op, graph;
+  std::vector<Desc> configs;
+  std::vector<Desc> plans; ///< Parallel to configs; empty where not built.
+};
+
+ConvGraphPlan::ConvGraphPlan(std::shared_ptr<ConvGraphDescriptors> d, size_t index,
+                             int64_t workspace)
+    : d_(std::move(d)), index_(index), workspace_(workspace) {}
+
+ConvGraphPlan::~ConvGraphPlan() = default;
+
+Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace) const {
+  Desc pack;
+  int64_t uids[3] = {kX, kW, kY};
+  void* ptrs[3] = {x, w, y};
+  HGP_TRY(create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack));
+  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
+  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs));
+  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(pack.d));
+  HGP_CUDNN_TRY(cudnnBackendExecute(h, d_->plans[index_].d, pack.d));
+  return Status::ok();
+}
+
+Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
+convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
+               bool deterministic, size_t limit, long only) {
+  auto d = std::make_shared<ConvGraphDescriptors>();
+  HGP_TRY(tensor(d->x, kX, g.x));
+  HGP_TRY(tensor(d->w, kW, g.w));
+  HGP_TRY(tensor(d->y, kY, g.y));
+
+  int64_t spatial = int64_t(g.pads.size());
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  HGP_TRY(create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d->conv));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, spatial, g.pads.data()));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, spatial, g.pads.data()));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, spatial, g.strides.data()));
+  HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, spatial, g.dilations.data()));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(d->conv.d));
+
+  float alpha = 1.f, beta = 0.f;
+  auto bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  switch (phase) {
+  case ConvPhase::Forward:
+    HGP_TRY(create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, d->op));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, bd, 1, &d->x.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, bd, 1, &d->w.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, bd, 1, &d->y.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, bd, 1, &d->conv.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+    break;
+  case ConvPhase::BackwardData:
+    HGP_TRY(create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, d->op));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, bd, 1, &d->x.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, bd, 1, &d->w.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, bd, 1, &d->y.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, bd, 1, &d->conv.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+    break;
+  case ConvPhase::BackwardFilter:
+    HGP_TRY(create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, d->op));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, bd, 1, &d->x.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, bd, 1, &d->w.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, bd, 1, &d->y.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, bd, 1, &d->conv.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+    break;
+  }
+  HGP_CUDNN_TRY(cudnnBackendFinalize(d->op.d));
+
+  HGP_TRY(create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, d->graph));
+  HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, bd, 1, &d->op.d));
+  HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(d->graph.d));
+
+  Desc heur;
+  cudnnBackendHeurMode_t heurMode = CUDNN_HEUR_MODE_A;
+  HGP_TRY(create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heur));
+  HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, bd, 1, &d->graph.d));
+  HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heurMode));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(heur.d));
+  int64_t count = 0;
+  HGP_CUDNN_TRY(cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, bd, 0, &count, nullptr));
+  d->configs.resize(size_t(count));
+  std::vector<cudnnBackendDescriptor_t> raw(static_cast<size_t>(count));
+  for (size_t i = 0; i < raw.size(); ++i) {
+    HGP_TRY(create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, d->configs[i]));
+    raw[i] = d->configs[i].d;
+  }
+  int64_t got = 0;
+  if (count > 0)
+    HGP_CUDNN_TRY(cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, bd, count, &got, raw.data()));
+  d->plans.resize(size_t(got));
+
+  std::vector<std::unique_ptr<ConvGraphPlan>> out;
+  for (size_t i = 0; i < size_t(got) && out.size() < limit; ++i) {
+    if (only >= 0 && i != size_t(only)) continue;
+    if (!acceptable(raw[i], allowTf32, deterministic)) continue;
+    Desc& plan = d->plans[i];
+    if (!create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan)) continue;
+    if (cudnnBackendSetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, bd, 1, &raw[i]) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan.d) != CUDNN_STATUS_SUCCESS) {
+      plan = Desc();
+      continue;
+    }
+    int64_t ws = 0, n = 0;
+    if (cudnnBackendGetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                 1, &n, &ws) != CUDNN_STATUS_SUCCESS) {
+      plan = Desc();
+      continue;
+    }
+    out.push_back(std::make_unique<ConvGraphPlan>(d, i, ws));
+  }
+  return out;
+}
+
+} // namespace hgp::cuda

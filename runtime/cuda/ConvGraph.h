@@ -1,0 +1,58 @@
+// ConvGraph.h - one convolution phase as a cuDNN graph-API (backend) execution plan.
+//
+// The legacy cudnnFind*AlgorithmEx entry points time only the algorithms of cuDNN 7's
+// enumeration. cuDNN 9's graph API offers every engine of the library for the same operation,
+// among them the Hopper kernels PyTorch reaches through cudnn-frontend. ConvOps times the
+// candidates from here alongside the legacy ones and keeps the fastest per phase; a tuning-cache
+// hit names the candidate by its position in cuDNN's heuristic list, which is stable for a given
+// cuDNN version, GPU and shape (all in the cache key).
+#pragma once
+
+#include "runtime/cuda/CudaCheck.h"
+
+#include <memory>
+#include <vector>
+
+namespace hgp::cuda {
+
+enum class ConvPhase { Forward, BackwardData, BackwardFilter };
+
+/// Packed NCHW-style geometry of one convolution, in cuDNN's terms (tensors of 4 or more dims; a
+/// grouped convolution shows in w[1] being x[1] / groups).
+struct ConvGeometry {
+  std::vector<int64_t> x, w, y; ///< The input side, the filter and the output side.
+  std::vector<int64_t> pads, strides, dilations;
+};
+
+struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)
+
+/// A finalized execution plan for one phase.
+class ConvGraphPlan {
+public:
+  ConvGraphPlan(std::shared_ptr<ConvGraphDescriptors> d, size_t index, int64_t workspace);
+  ~ConvGraphPlan();
+  ConvGraphPlan(const ConvGraphPlan&) = delete;
+  ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
+
+  /// The candidate's position in cuDNN's heuristic list.
+  size_t index() const { return index_; }
+  int64_t workspace() const { return workspace_; }
+  /// Runs the phase on `stream`'s handle: (x, w, y) for Forward, (dx, w, dy) for BackwardData,
+  /// (x, dw, dy) for BackwardFilter.
+  Status execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace) const;
+
+private:
+  std::shared_ptr<ConvGraphDescriptors> d_;
+  size_t index_;
+  int64_t workspace_;
+};
+
+/// The plans cuDNN's heuristics offer for the phase, in heuristic order, leaving out those that
+/// use tensor cores when `allowTf32` is off and the nondeterministic ones when `deterministic` is
+/// on, and those that fail to finalize. At most `limit` plans; with `only` set, just the
+/// candidate at that position of the heuristic list (none if it no longer qualifies).
+Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
+convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
+               bool deterministic, size_t limit, long only = -1);
+
+} // namespace hgp::cuda
