@@ -104,6 +104,13 @@ std::string tuningKey(CudaArgs& a, Phase phase, const Shape& xs, const Shape& ws
   return k.str();
 }
 
+/// The math type to run an algorithm with. Without TF32 it is always FMA: under
+/// CUDNN_DEFAULT_MATH, which cudnnFind reports for many algorithms, cuDNN may round float inputs
+/// to TF32 on Ampere and later.
+cudnnMathType_t mathFor(const CudaArgs& a, cudnnMathType_t found) {
+  return a.ctx.allowTf32 ? found : CUDNN_FMA_MATH;
+}
+
 /// Times the candidates of one phase and returns the fastest acceptable one.
 template <typename Perf>
 Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phase) {
@@ -111,9 +118,12 @@ Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phas
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (a.ctx.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > a.ctx.workspaceLimit) continue;
+    if (!a.ctx.allowTf32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                             perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
     s.algo = int(perf[i].algo);
     s.workspace = perf[i].memory;
-    HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, perf[i].mathType));
+    HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, perf[i].mathType)));
     return Status::ok();
   }
   return a.fail(std::string("cuDNN has no usable ") + phase + " algorithm for this layer" +
@@ -200,7 +210,7 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     if (std::sscanf(hit->c_str(), "algo=%d math=%d ws=%llu", &algo, &math, &bytes) == 3) {
       s.algo = algo;
       s.workspace = bytes;
-      HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, cudnnMathType_t(math)));
+      HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, cudnnMathType_t(math))));
       return a.ctx.reserveWorkspace(s.workspace);
     }
     if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
@@ -252,7 +262,7 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
                                   " ws=" + std::to_string(s.workspace));
   else
     a.ctx.tuning->insert(key, "algo=" + std::to_string(s.algo) + " math=" +
-                                  std::to_string(int(math)) + " ws=" + std::to_string(s.workspace));
+                                  std::to_string(int(mathFor(a, math))) + " ws=" + std::to_string(s.workspace));
   return a.ctx.reserveWorkspace(s.workspace);
 }
 

@@ -270,11 +270,37 @@ __device__ __forceinline__ void maxCovering(const PoolGeometry& g, int d, int i,
   }
 }
 
-/// MaxPoolBwd for one 2-D KH x KW undilated window shape when a plane of X and its argmax bytes fit
-/// in shared memory: a block per plane loads X once, computes every window's argmax from shared
-/// memory, then gathers dY for each input element, in the same order as maxPoolBwdKernel.
-template <int KH, int KW>
-__global__ void maxPoolBwdPlaneKernel(PoolGeometry g, const float* dy, const float* x, float* dx) {
+/// Division of non-negative ints below 2^31 by a divisor fixed at launch: a multiply-high and a
+/// shift (Granlund and Montgomery), where the plane kernel would otherwise spend most of its
+/// instructions in integer division.
+struct FastDiv {
+  uint32_t d = 1, mul = 0, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((uint64_t(1) << shift) < d) ++shift;
+    mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ int operator()(int n) const {
+    return int((__umulhi(uint32_t(n), mul) + uint32_t(n)) >> shift);
+  }
+};
+
+/// coveringRange with the stride S (1 or 2) known at compile time: no division.
+template <int S>
+__device__ __forceinline__ void coveringRangeS(const PoolGeometry& g, int d, int i, int& lo,
+                                               int& hi) {
+  int t = i + g.padBegin[d] - g.k[d] + 1;
+  lo = t <= 0 ? 0 : (t + S - 1) / S;
+  hi = min((i + g.padBegin[d]) / S, g.out[d] - 1);
+}
+
+/// MaxPoolBwd for one 2-D KH x KW undilated window shape of stride S in both dims, when a plane of
+/// X and its argmax bytes fit in shared memory: a block per plane loads X once, computes every
+/// window's argmax from shared memory, then gathers dY for each input element, in the same order
+/// as maxPoolBwdKernel.
+template <int KH, int KW, int S>
+__global__ void maxPoolBwdPlaneKernel(PoolGeometry g, FastDiv byInW, FastDiv byOutW,
+                                      const float* dy, const float* x, float* dx) {
   extern __shared__ float sx[];
   int inVol = g.in[1] * g.in[2], outVol = g.out[1] * g.out[2];
   uint8_t* sarg = reinterpret_cast<uint8_t*>(sx + inVol);
@@ -284,21 +310,21 @@ __global__ void maxPoolBwdPlaneKernel(PoolGeometry g, const float* dy, const flo
     for (int i = threadIdx.x; i < inVol; i += blockDim.x) sx[i] = xp[i];
     __syncthreads();
     for (int o = threadIdx.x; o < outVol; o += blockDim.x) {
-      int offset, oh = o / g.out[2];
+      int offset, oh = byOutW(o);
       maxIndex2d<KH, KW, true>(g, sx, oh, o - oh * g.out[2], &offset);
       sarg[o] = offset < 0 ? uint8_t(255) : uint8_t(offset);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < inVol; i += blockDim.x) {
-      int ih = i / g.in[2], iw = i - ih * g.in[2];
+      int ih = byInW(i), iw = i - ih * g.in[2];
       int lo1, hi1, lo2, hi2;
-      coveringRange(g, 1, ih, lo1, hi1);
-      coveringRange(g, 2, iw, lo2, hi2);
+      coveringRangeS<S>(g, 1, ih, lo1, hi1);
+      coveringRangeS<S>(g, 2, iw, lo2, hi2);
       float acc = 0.f;
       for (int oh = lo1; oh <= hi1; ++oh) {
         int o = oh * g.out[2] + lo2;
-        int k = (ih + g.padBegin[1] - oh * g.stride[1]) * KW + iw + g.padBegin[2] - lo2 * g.stride[2];
-        for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= g.stride[2]) {
+        int k = (ih + g.padBegin[1] - oh * S) * KW + iw + g.padBegin[2] - lo2 * S;
+        for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= S) {
           float dv = __ldg(dyp + o);
           acc = int(sarg[o]) == k ? __fadd_rn(acc, dv) : acc;
         }
@@ -457,15 +483,19 @@ Status execMaxPool(CudaArgs& a) {
   return checkLaunch(a, "maxPoolKernel");
 }
 
-template <int KH, int KW>
-Status launchPlaneBwd(CudaArgs& a, const PoolGeometry& g, unsigned grid, size_t smem) {
+template <int KH, int KW, int S>
+Status launchPlaneBwd(CudaArgs& a, const PoolGeometry& g, size_t smem) {
   // Once per process (in the first, eager run): allow more than the default 48 KiB.
   static const cudaError_t allowed = cudaFuncSetAttribute(
-      maxPoolBwdPlaneKernel<KH, KW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      maxPoolBwdPlaneKernel<KH, KW, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       int(kPlaneSmemLimit));
   HGP_CUDA_TRY(allowed);
-  maxPoolBwdPlaneKernel<KH, KW><<<grid, 512, smem, a.stream>>>(g, a.in[0].f32(), a.in[1].f32(),
-                                                                a.out[0].f32());
+  // A thread per element of the plane, up to 512; small planes get small blocks, many per SM.
+  int threads = std::min(512, std::max(64, (g.inVol() + 31) / 32 * 32));
+  unsigned grid = unsigned(std::min<int64_t>(g.planes, int64_t(smCount(a)) * (4096 / threads)));
+  maxPoolBwdPlaneKernel<KH, KW, S><<<grid, threads, smem, a.stream>>>(
+      g, FastDiv(uint32_t(g.in[2])), FastDiv(uint32_t(g.out[2])), a.in[0].f32(), a.in[1].f32(),
+      a.out[0].f32());
   return checkLaunch(a, "maxPoolBwdPlaneKernel");
 }
 
@@ -477,12 +507,14 @@ Status execMaxPoolBwd(CudaArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   bool undilated = g.dilation[0] == 1 && g.dilation[1] == 1 && g.dilation[2] == 1;
   bool planar = g.k[0] == 1 && g.in[0] == 1 && g.out[0] == 1 && undilated &&
-                ((g.k[1] == 3 && g.k[2] == 3) || (g.k[1] == 2 && g.k[2] == 2));
+                g.stride[1] == g.stride[2] && (g.stride[1] == 1 || g.stride[1] == 2);
   size_t smem = size_t(g.inVol()) * sizeof(float) + size_t(g.outVol());
   if (planar && smem <= kPlaneSmemLimit) {
-    unsigned grid = unsigned(std::min<int64_t>(g.planes, int64_t(smCount(a)) * 8));
-    return g.k[1] == 3 ? launchPlaneBwd<3, 3>(a, g, grid, smem)
-                       : launchPlaneBwd<2, 2>(a, g, grid, smem);
+    bool s1 = g.stride[1] == 1;
+    if (g.k[1] == 3 && g.k[2] == 3)
+      return s1 ? launchPlaneBwd<3, 3, 1>(a, g, smem) : launchPlaneBwd<3, 3, 2>(a, g, smem);
+    if (g.k[1] == 2 && g.k[2] == 2)
+      return s1 ? launchPlaneBwd<2, 2, 1>(a, g, smem) : launchPlaneBwd<2, 2, 2>(a, g, smem);
   }
   uint8_t* arg = nullptr;
   if (g.windowVol() < 255) {

@@ -6,7 +6,9 @@ on the CPU backend and on CUDA from the same data. A model passes when the first
 within 1e-4 and every tensor after one step within 1e-3 (relative max-norm), allowing, as the
 PyTorch parity test does (tests/parity/parity.py), kink differences that touch at most 2% of a
 tensor's elements, and an absolute float32 noise floor of 1e-6 for tensors that are nearly zero
-(BN running means after one step). The 3-step losses and state are reported: after the first step,
+(BN running means after one step). A tensor outside those bounds still passes when CUDA is no
+farther from a float64 PyTorch step than 8x the CPU backend's own distance from it (deep BN stacks
+on tiny batches make some gradients mostly rounding). The 3-step losses and state are reported: after the first step,
 kink differences make trajectories of any two float32 implementations drift apart. Run on the GPU
 machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
@@ -51,9 +53,19 @@ def main():
                               opset_version=18, dynamo=False, **kw)
         except TypeError:
             torch.onnx.export(copy.deepcopy(model).train(), torch.zeros(batch, *shape), path, opset_version=17, **kw)
+        # The initializers are the torch model's own values (as in parity.py), so that the float64
+        # reference below starts from the same point.
+        exported = onnx.load(path)
+        state = model.state_dict()
+        for init in exported.graph.initializer:
+            if init.name in state:
+                init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().numpy(), init.name))
+        onnx.save(exported, path)
         rng = np.random.default_rng(0)
-        np.save(os.path.join(work, "x.npy"), rng.standard_normal((batch * 3, *shape), dtype=np.float32))
-        np.save(os.path.join(work, "y.npy"), rng.integers(0, 10, size=(batch * 3,), dtype=np.int64))
+        x = rng.standard_normal((batch * 3, *shape), dtype=np.float32)
+        y = rng.integers(0, 10, size=(batch * 3,), dtype=np.int64)
+        np.save(os.path.join(work, "x.npy"), x)
+        np.save(os.path.join(work, "y.npy"), y)
         exe = os.path.join(work, "t")
         p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch), "--precision", "fp32",
                             *parity.OPTIMIZERS["sgd"][1]], capture_output=True, text=True)
@@ -77,10 +89,25 @@ def main():
             limit = max(1e-3 * float(np.abs(b).max()), 1e-6)
             return float((np.abs(a - b) > limit).mean()) <= 0.02
         bad = [n for n in names if not tensor_ok(n)]
+        exact1 = None
+        if bad:
+            # Ill-conditioned gradients (deep BN stacks on tiny batches): judge both against the
+            # float64 step, as the PyTorch parity test does. CUDA passes a tensor that is no
+            # farther from float64 than FLOAT64_FACTOR times the CPU backend's distance.
+            _, states = parity.train_torch(copy.deepcopy(model).double().train(), torch.float64,
+                                           parity.OPTIMIZERS["sgd"][0], x, y, batch)
+            exact1 = states[0]
+
+            def near_exact(n):
+                if n not in exact1:
+                    return False
+                return parity.relmax(gpu1[n], exact1[n]) <= max(
+                    parity.FLOAT64_FACTOR * parity.relmax(cpu1[n], exact1[n]), 1e-6)
+            bad = [n for n in bad if not near_exact(n)]
         ok = loss1 <= 1e-4 and not bad
         failed += not ok
         print(json.dumps(dict(model=name, ok=ok, step1_loss_rel=loss1, step1_bad_tensors=bad[:5],
-                              max_loss_rel=loss, state_rel_l2=state,
+                              max_loss_rel=loss, state_rel_l2=state, float64_used=exact1 is not None,
                               step1_worst_tensor=step1, step3_worst_tensor=worst,
                               losses_cpu=cpu_losses, losses_cuda=gpu_losses)), flush=True)
     sys.exit(1 if failed else 0)
