@@ -2,11 +2,14 @@
 //
 //   hgpc inspect MODEL.onnx [--batch N]
 //   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--precision fp32|tf32]
+//             [training options]
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
 // error (docs/exit-codes.md).
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/Inspect.h"
+#include "compiler/driver/PlanReport.h"
 #include "compiler/ir/Printer.h"
 
 #include <CLI/CLI.hpp>
@@ -65,6 +68,15 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
   cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
   cmd->add_option("--metrics-every", t.metricsRing,
                   "steps between metric read-backs (the on-device ring's size)");
+}
+
+int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams) {
+  auto target = findTarget(targetName);
+  if (!target) return fail(target.status());
+  auto compiled = compileModel(o);
+  if (!compiled) return fail(compiled.status());
+  printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, std::cout);
+  return 0;
 }
 
 int runCompile(CompileOptions& o, const std::string& out, const std::string& emit,
@@ -134,6 +146,20 @@ int main(int argc, char** argv) {
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
   addTrainingOptions(compile, co.train);
 
+  std::string target = "auto";
+  auto* plan = app.add_subcommand("plan", "print the scheduled training plan with the cost "
+                                          "model's predictions for a target GPU");
+  plan->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  plan->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  plan->add_option("--target", target, "the GPU to plan for: h200, h100, a100, v100, t4, l4 or "
+                                       "auto (the local GPU)");
+  int maxStreams = 4;
+  plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
+      ->check(CLI::Range(1, 64));
+  plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
+  addTrainingOptions(plan, co.train);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -147,6 +173,7 @@ int main(int argc, char** argv) {
   }
   co.modelPath = model;
   co.batch = batch;
+  if (plan->parsed()) return runPlan(co, target, maxStreams);
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {

@@ -1,0 +1,72 @@
+#include "compiler/analysis/CostModel.h"
+
+#include "compiler/analysis/StepWork.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace hgp {
+
+StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
+                  const std::string& precision, const CostCalibration& cal) {
+  StepWork w = stepWork(plan, step);
+  StepCost c;
+  c.launch = estimateLaunch(t, plan, step);
+  c.blocksPerSm = blocksPerSm(t, c.launch);
+  c.waves = waves(t, c.launch);
+  // Only convolutions and matrix products run on tensor cores; the rest is FP32 arithmetic.
+  double peak = w.gemm ? t.peak(precision) : t.fp32;
+  double compute = w.flops / (peak * cal.computeEfficiency);
+  double memory = w.bytes / (t.memBandwidth * cal.memoryEfficiency);
+  double quantization = 1;
+  if (std::isfinite(c.waves) && c.waves > 0 && c.waves < 8) quantization = std::ceil(c.waves) / c.waves;
+  c.flops = w.flops;
+  c.bytes = w.bytes;
+  c.seconds = t.launchSeconds + (w.gemm ? cal.gemmFixedSeconds : 0) +
+              std::max(compute * quantization, memory);
+  return c;
+}
+
+ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
+                        const std::string& precision, const CostCalibration& cal) {
+  ProgramCost pc;
+  size_t n = program.steps.size();
+  pc.steps.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const PlanStep& s = program.steps[i];
+    pc.steps.push_back(stepCost(t, plan, s, precision, cal));
+    // Consecutive optimizer updates are one multi-tensor launch on the GPU: one launch cost.
+    bool optimizer = s.op == OpKind::SgdUpdate || s.op == OpKind::AdamUpdate;
+    if (optimizer && i > 0 && program.steps[i - 1].op == s.op)
+      pc.steps.back().seconds = std::max(0.0, pc.steps.back().seconds - t.launchSeconds);
+    pc.serialSeconds += pc.steps.back().seconds;
+  }
+  // Longest path: a step starts after the last writer of each tensor it reads, and after the
+  // readers of a tensor it overwrites in place are done (plan order already respects both).
+  std::vector<double> finish(n, 0);
+  std::vector<int> from(n, -1);
+  std::map<int, int> lastWriter;
+  for (size_t i = 0; i < n; ++i) {
+    const PlanStep& s = program.steps[i];
+    double start = 0;
+    for (int in : s.inputs) {
+      auto it = lastWriter.find(in);
+      if (it != lastWriter.end() && finish[size_t(it->second)] > start) {
+        start = finish[size_t(it->second)];
+        from[i] = it->second;
+      }
+    }
+    finish[i] = start + pc.steps[i].seconds;
+    for (int out : s.outputs) lastWriter[out] = int(i);
+  }
+  if (n == 0) return pc;
+  int end = int(std::max_element(finish.begin(), finish.end()) - finish.begin());
+  pc.criticalPathSeconds = finish[size_t(end)];
+  for (int i = end; i >= 0; i = from[size_t(i)]) pc.criticalPath.push_back(i);
+  std::reverse(pc.criticalPath.begin(), pc.criticalPath.end());
+  for (int i : pc.criticalPath) pc.steps[size_t(i)].onCriticalPath = true;
+  return pc;
+}
+
+} // namespace hgp

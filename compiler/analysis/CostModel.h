@@ -1,0 +1,54 @@
+// CostModel.h - predicted time of every step of a program, of the whole iteration, and the
+// critical path.
+//
+// Each step's time is a roofline over the target: its launch cost inside a graph, plus the larger
+// of its arithmetic time (FLOPs over the math mode's peak, at the efficiency the library kernels
+// reach) and its memory time (bytes over the bandwidth the kernels reach), stretched by wave
+// quantization (a kernel of 1.2 waves takes about as long as one of 2). On one stream the
+// iteration takes the sum of its steps; the critical path, the longest dependency chain through
+// the program, is what any number of streams would still take.
+#pragma once
+
+#include "compiler/analysis/KernelModel.h"
+
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+/// The fractions of the peaks that the kernels reach, and a fixed cost per convolution or
+/// matrix-product kernel (setup, split-K reduction, tails) beyond the launch. The defaults were
+/// fitted by grid search to the ten benchmark cases measured on the H200 (docs/benchmarks.md;
+/// bench/prediction.py): mean absolute error 9.1% on those cases, and about 23% when each case
+/// is predicted from a fit to the other nine, which is the figure to expect on new models.
+struct CostCalibration {
+  double computeEfficiency = 0.40;
+  double memoryEfficiency = 0.50;
+  double gemmFixedSeconds = 6e-6;
+};
+
+struct StepCost {
+  LaunchShape launch;
+  double flops = 0, bytes = 0;
+  double seconds = 0;
+  double waves = 0;
+  int blocksPerSm = 0;
+  bool onCriticalPath = false;
+};
+
+struct ProgramCost {
+  std::vector<StepCost> steps;      ///< Parallel to the program's steps.
+  double serialSeconds = 0;         ///< One stream: the sum of the steps.
+  double criticalPathSeconds = 0;   ///< Unlimited streams: the longest dependency chain.
+  std::vector<int> criticalPath;    ///< Step indices along it, in order.
+};
+
+/// One step's predicted time.
+StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
+                  const std::string& precision, const CostCalibration& cal = {});
+
+/// Every step of a program, the iteration and the critical path.
+ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
+                        const std::string& precision, const CostCalibration& cal = {});
+
+} // namespace hgp

@@ -1,0 +1,112 @@
+#include "compiler/analysis/StepWork.h"
+
+#include <algorithm>
+#include <set>
+
+namespace hgp {
+
+namespace {
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+/// Fills the GEMM view of a convolution with input x [N,C,*S], filter w [M,C/g,*K] and output
+/// y [N,M,*O], for the phase that produces `result` ("y", "x" or "w").
+void convWork(StepWork& w, const Shape& x, const Shape& wt, const Shape& y, int64_t g, char result) {
+  if (x.size() < 3 || wt.size() < 3 || y.size() < 3) return;
+  int64_t n = x[0], c = x[1], m = y[1], s = product(x, 2, x.size()), o = product(y, 2, y.size()),
+          kv = product(wt, 2, wt.size());
+  g = std::max<int64_t>(1, g);
+  w.gemm = true;
+  w.groups = g;
+  w.flops = 2.0 * double(n) * double(m) * double(o) * double(c / g) * double(kv);
+  if (result == 'y') w.m = n * o, w.n = m / g, w.k = (c / g) * kv;
+  if (result == 'x') w.m = n * s, w.n = c / g, w.k = (m / g) * kv;
+  if (result == 'w') w.m = m / g, w.n = (c / g) * kv, w.k = n * o;
+}
+
+bool isReduction(OpKind op) {
+  switch (op) {
+  case OpKind::BatchNormTrain: case OpKind::BatchNormBwd: case OpKind::ReduceSum:
+  case OpKind::ReduceMean: case OpKind::GlobalAveragePool: case OpKind::SoftmaxCrossEntropy:
+  case OpKind::MseLoss: case OpKind::CheckFinite: case OpKind::CountCorrect: case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// How many times the executor streams its operands through memory, relative to reading each
+/// operand and writing each result once (runtime/cuda): BatchNorm training reads X for the
+/// statistics and again to normalize; its gradient reads dY and X for the sums and again for
+/// dX; max pooling reads each input once per covering window (mostly from cache, but issued);
+/// data movement ops are strided.
+double memoryPasses(OpKind op) {
+  switch (op) {
+  case OpKind::BatchNormTrain: return 1.5;
+  case OpKind::BatchNormBwd: return 5.0 / 3.0;
+  case OpKind::MaxPool: case OpKind::AveragePool: return 2.0;
+  case OpKind::MaxPoolBwd: case OpKind::AveragePoolBwd: return 3.0;
+  case OpKind::Concat: case OpKind::Split: case OpKind::Slice: case OpKind::SliceBwd:
+  case OpKind::Pad: case OpKind::PadBwd: case OpKind::Transpose:
+    return 2.0;
+  default:
+    return 1.0;
+  }
+}
+
+} // namespace
+
+StepWork stepWork(const Plan& plan, const PlanStep& step) {
+  StepWork w;
+  auto shape = [&](int t) -> const Shape& { return plan.tensors[size_t(t)].type.shape; };
+  std::set<int> touched(step.inputs.begin(), step.inputs.end());
+  touched.insert(step.outputs.begin(), step.outputs.end());
+  for (int t : touched) {
+    w.bytes += double(plan.tensors[size_t(t)].bytes());
+    w.elements = std::max(w.elements, plan.tensors[size_t(t)].type.numElements());
+  }
+  int64_t g = step.attrs.getInt("group", 1);
+  bool twoIn = step.inputs.size() >= 2 && !step.outputs.empty();
+  switch (step.op) {
+  case OpKind::Conv:
+    if (twoIn) convWork(w, shape(step.inputs[0]), shape(step.inputs[1]), shape(step.outputs[0]), g, 'y');
+    return w;
+  case OpKind::ConvBwdData:
+    if (twoIn) convWork(w, shape(step.outputs[0]), shape(step.inputs[1]), shape(step.inputs[0]), g, 'x');
+    return w;
+  case OpKind::ConvBwdFilter:
+    if (twoIn) convWork(w, shape(step.inputs[0]), shape(step.outputs[0]), shape(step.inputs[1]), g, 'w');
+    return w;
+  case OpKind::ConvTranspose:
+    // The data gradient of a convolution from the result back to the input.
+    if (twoIn) convWork(w, shape(step.outputs[0]), shape(step.inputs[1]), shape(step.inputs[0]), g, 'x');
+    return w;
+  case OpKind::Gemm:
+  case OpKind::MatMul: {
+    if (!twoIn) return w;
+    const Shape &a = shape(step.inputs[0]), &y = shape(step.outputs[0]);
+    if (a.empty() || y.empty()) return w;
+    bool transA = step.op == OpKind::Gemm && step.attrs.getInt("transA", 0) != 0;
+    int64_t k = a.size() == 1 ? a[0] : transA ? a[0] : a.back();
+    int64_t cols = y.back(), rows = numElements(y) / std::max<int64_t>(1, cols);
+    w.gemm = true;
+    w.m = rows, w.n = cols, w.k = k;
+    w.flops = 2.0 * double(rows) * double(cols) * double(k);
+    return w;
+  }
+  default:
+    break;
+  }
+  w.reduction = isReduction(step.op);
+  // Memory-bound: a few FLOPs per element (normalizations and losses a few more).
+  w.flops = double(w.elements) * (w.reduction ? 4.0 : 1.0);
+  w.bytes *= memoryPasses(step.op);
+  return w;
+}
+
+} // namespace hgp

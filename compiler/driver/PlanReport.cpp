@@ -1,0 +1,70 @@
+#include "compiler/driver/PlanReport.h"
+
+#include "compiler/schedule/StreamSchedule.h"
+
+#include <cstdio>
+#include <set>
+
+namespace hgp {
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string where(const Plan& plan, const PlanStep& s) {
+  if (s.outputs.empty()) return "-";
+  const PlanTensor& t = plan.tensors[size_t(s.outputs[0])];
+  return format("%c+%lld", t.storage == StorageClass::Persistent ? 'P' : 'T', (long long)t.offset);
+}
+
+} // namespace
+
+void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
+                     int maxStreams, std::ostream& os) {
+  const PlanProgram* program = plan.findProgram("train");
+  if (!program) program = plan.findProgram("forward");
+  if (!program) return;
+  ProgramCost cost = programCost(target, plan, *program, precision);
+  StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
+  os << format("plan %s batch %lld target %s (%s: %d SMs, %.0f GB/s, %s %.1f TFLOP/s) precision %s\n",
+               plan.modelName.c_str(), (long long)plan.meta.getInt("batch"), target.name.c_str(),
+               target.description.c_str(), target.sms, target.memBandwidth / 1e9,
+               precision.c_str(), target.peak(precision) / 1e12, precision.c_str());
+  os << format("program %s: %zu steps\n", program->name.c_str(), program->steps.size());
+  os << "  step op                     stream algo width depth   blocks x thr regs  smem occ   waves    gflop     mbyte  pred_us  result      source\n";
+  for (size_t i = 0; i < program->steps.size(); ++i) {
+    const PlanStep& s = program->steps[i];
+    const StepCost& c = cost.steps[i];
+    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s\n", i,
+                 opName(s.op), sched.stream[i], 1, 1, (long long)c.launch.blocks, c.launch.threads,
+                 c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
+                 c.bytes / 1e6, c.seconds * 1e6,
+                 where(plan, s).c_str(), s.loc.c_str(), c.onCriticalPath ? " *" : "");
+  }
+  os << format("streams %d (at most %d), events %zu (dependencies %zu, %zu after transitive "
+               "reduction)\n", sched.streams, maxStreams, sched.events.size(),
+               sched.dependencyEdges, sched.reducedEdges);
+  for (const StreamSchedule::Event& e : sched.events)
+    os << format("  event %d (stream %d) -> %d (stream %d)\n", e.from, sched.stream[size_t(e.from)],
+                 e.to, sched.stream[size_t(e.to)]);
+  os << format("peak memory %.1f MiB (persistent %.1f MiB, transient %.1f MiB)\n",
+               double(plan.persistentBytes + plan.transientBytes) / (1 << 20),
+               double(plan.persistentBytes) / (1 << 20), double(plan.transientBytes) / (1 << 20));
+  os << format("predicted iteration %.3f ms on one stream; %.3f ms scheduled (%.3f ms if "
+               "concurrent kernels did not share the GPU)\n", cost.serialSeconds * 1e3,
+               sched.sharedSeconds * 1e3, sched.idealSeconds * 1e3);
+  os << format("critical path %.3f ms over %zu steps (marked *)", cost.criticalPathSeconds * 1e3,
+               cost.criticalPath.size());
+  if (!cost.criticalPath.empty()) {
+    const PlanStep& a = program->steps[size_t(cost.criticalPath.front())];
+    const PlanStep& b = program->steps[size_t(cost.criticalPath.back())];
+    os << format(": %s '%s' ... %s '%s'", opName(a.op), a.loc.c_str(), opName(b.op), b.loc.c_str());
+  }
+  os << "\n";
+}
+
+} // namespace hgp

@@ -1,0 +1,127 @@
+#include "compiler/schedule/StreamSchedule.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace hgp {
+
+namespace {
+
+struct Range {
+  bool persistent;
+  int64_t lo, hi;
+};
+
+bool overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
+  for (const Range& x : a)
+    for (const Range& y : b)
+      if (x.persistent == y.persistent && x.lo < y.hi && y.lo < x.hi) return true;
+  return false;
+}
+
+std::vector<Range> ranges(const Plan& plan, const std::vector<int>& tensors) {
+  std::vector<Range> out;
+  for (int t : tensors) {
+    const PlanTensor& pt = plan.tensors[size_t(t)];
+    if (pt.bytes() > 0)
+      out.push_back({pt.storage == StorageClass::Persistent, pt.offset, pt.offset + pt.bytes()});
+  }
+  return out;
+}
+
+/// A set of step indices.
+struct Bits {
+  std::vector<uint64_t> w;
+  explicit Bits(size_t n = 0) : w((n + 63) / 64, 0) {}
+  bool test(int i) const { return (w[size_t(i) >> 6] >> (i & 63)) & 1; }
+  void set(int i) { w[size_t(i) >> 6] |= uint64_t(1) << (i & 63); }
+  void merge(const Bits& o) {
+    for (size_t k = 0; k < w.size(); ++k) w[k] |= o.w[k];
+  }
+};
+
+} // namespace
+
+std::vector<std::vector<int>> reducedDependencies(const Plan& plan, const PlanProgram& program,
+                                                  size_t* allEdges) {
+  size_t n = program.steps.size();
+  std::vector<std::vector<Range>> reads(n), writes(n);
+  for (size_t i = 0; i < n; ++i) {
+    reads[i] = ranges(plan, program.steps[i].inputs);
+    writes[i] = ranges(plan, program.steps[i].outputs);
+  }
+  std::vector<std::vector<int>> reduced(n);
+  std::vector<Bits> reach(n, Bits(n));
+  size_t edges = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // Latest first: a later predecessor's ancestors cover the earlier ones it depends on.
+    for (size_t j = i; j-- > 0;) {
+      bool dep = overlap(reads[i], writes[j]) || overlap(writes[i], reads[j]) ||
+                 overlap(writes[i], writes[j]);
+      if (!dep) continue;
+      ++edges;
+      if (reach[i].test(int(j))) continue;
+      reduced[i].push_back(int(j));
+      reach[i].merge(reach[j]);
+      reach[i].set(int(j));
+    }
+  }
+  if (allEdges) *allEdges = edges;
+  return reduced;
+}
+
+StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProgram& program,
+                               const ProgramCost& cost, int maxStreams) {
+  StreamSchedule s;
+  size_t n = program.steps.size();
+  std::vector<std::vector<int>> deps = reducedDependencies(plan, program, &s.dependencyEdges);
+  for (const auto& d : deps) s.reducedEdges += d.size();
+  maxStreams = std::max(1, maxStreams);
+  s.stream.assign(n, 0);
+  s.streams = 0;
+  std::vector<int> tail;             // last step per stream
+  std::vector<double> finish(n, 0);  // ideal finish times
+  std::vector<Bits> reach(n, Bits(n));
+  double area = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double seconds = cost.steps[i].seconds;
+    area += seconds * gpuShare(t, cost.steps[i].launch);
+    int chosen = -1, via = -1;
+    for (int j : deps[i])
+      if (tail[size_t(s.stream[size_t(j)])] == j && (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
+        via = j, chosen = s.stream[size_t(j)];
+    if (chosen < 0) {
+      if (s.streams < maxStreams) {
+        chosen = s.streams++;
+        tail.push_back(-1);
+      } else {
+        chosen = 0;
+        for (int k = 1; k < s.streams; ++k)
+          if (finish[size_t(tail[size_t(k)])] < finish[size_t(tail[size_t(chosen)])]) chosen = k;
+      }
+    }
+    s.stream[i] = chosen;
+    int prev = tail[size_t(chosen)];
+    double start = 0;
+    if (prev >= 0) {
+      reach[i].merge(reach[size_t(prev)]);
+      reach[i].set(prev);
+      start = finish[size_t(prev)];
+    }
+    for (int j : deps[i]) {  // latest first
+      start = std::max(start, finish[size_t(j)]);
+      if (s.stream[size_t(j)] == chosen || reach[i].test(j)) continue;
+      s.events.push_back({j, int(i)});
+      reach[i].merge(reach[size_t(j)]);
+      reach[i].set(j);
+    }
+    finish[i] = start + seconds;
+    tail[size_t(chosen)] = int(i);
+  }
+  s.streams = std::max(1, s.streams);
+  for (double f : finish) s.idealSeconds = std::max(s.idealSeconds, f);
+  s.sharedSeconds = std::max(s.idealSeconds, area);
+  return s;
+}
+
+} // namespace hgp

@@ -1,0 +1,43 @@
+// StreamSchedule.h - DAG concurrency: which steps of a program may run at once, on which of a
+// bounded pool of streams, and the fewest cross-stream events that keep every dependency.
+//
+// Dependencies come from the plan itself: a step depends on the last writer of the bytes it reads
+// (read after write) and, because the memory plan lets tensors with disjoint lifetimes share
+// bytes, on every earlier reader and writer of the bytes it overwrites (write after read and
+// write after write). Those edges are reduced transitively; then each step continues the stream
+// of a predecessor that is still that stream's last step when it can (no event needed), opens a
+// new stream while the pool (`maxStreams`) has one, and otherwise joins the stream that frees
+// first under the cost model. An edge between streams becomes an event only if stream order and
+// the events kept so far do not already imply it.
+//
+// The CUDA backend still replays every program on one stream in plan order, which satisfies the
+// same dependencies; `hgpc plan` reports this schedule and its predicted time.
+#pragma once
+
+#include "compiler/analysis/CostModel.h"
+
+#include <vector>
+
+namespace hgp {
+
+struct StreamSchedule {
+  int streams = 1;
+  std::vector<int> stream; ///< Per step.
+  struct Event {
+    int from, to; ///< Step `to` waits for step `from`, which runs on another stream.
+  };
+  std::vector<Event> events;
+  /// Predicted time of the scheduled program when concurrent kernels do not slow each other
+  /// down, and with the analyzer's sharing rule for kernels that overlap in time.
+  double idealSeconds = 0, sharedSeconds = 0;
+  size_t dependencyEdges = 0, reducedEdges = 0;
+};
+
+/// The direct dependencies of every step (indices of earlier steps), transitively reduced.
+std::vector<std::vector<int>> reducedDependencies(const Plan& plan, const PlanProgram& program,
+                                                  size_t* allEdges = nullptr);
+
+StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProgram& program,
+                               const ProgramCost& cost, int maxStreams);
+
+} // namespace hgp

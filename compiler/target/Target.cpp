@@ -1,0 +1,74 @@
+#include "compiler/target/Target.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace hgp {
+
+double Target::peak(const std::string& precision) const {
+  double r = precision == "tf32" ? tf32 : precision == "fp16" ? fp16 : precision == "bf16" ? bf16 : fp32;
+  return r > 0 ? r : fp32;
+}
+
+const std::vector<Target>& knownTargets() {
+  static const std::vector<Target> targets = {
+#define HGP_TARGET(N, Desc, Sms, Regs, SmemKiB, Threads, Blocks, L2MiB, GBs, F32, TF32, F16, BF16, \
+                   LaunchUs)                                                                        \
+  Target{#N, Desc, Sms, Regs, int64_t(SmemKiB) * 1024, Threads, Blocks, int64_t(L2MiB) << 20,      \
+         double(GBs) * 1e9, F32 * 1e12, TF32 * 1e12, F16 * 1e12, BF16 * 1e12, LaunchUs * 1e-6},
+#include "compiler/target/Targets.def"
+  };
+  return targets;
+}
+
+namespace {
+
+std::string knownNames() {
+  std::string s;
+  for (const Target& t : knownTargets()) s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+/// The local GPU's name from the CUDA driver, loaded at run time (hgpc itself needs no GPU).
+Expected<std::string> localGpuName() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return Status(ErrorCode::Device, "no NVIDIA driver (libcuda.so.1) on this machine");
+  using InitFn = int (*)(unsigned);
+  using GetFn = int (*)(int*, int);
+  using NameFn = int (*)(char*, int, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
+  int dev = 0;
+  char buf[256] = {};
+  if (!init || !get || !name || init(0) != 0 || get(&dev, 0) != 0 || name(buf, sizeof buf, dev) != 0)
+    return Status(ErrorCode::Device, "the NVIDIA driver reports no usable GPU");
+  return std::string(buf);
+}
+
+} // namespace
+
+Expected<Target> findTarget(const std::string& name) {
+  if (name == "auto") {
+    Expected<std::string> gpu = localGpuName();
+    if (!gpu)
+      return Status(ErrorCode::Usage, "--target auto: " + gpu.status().message() +
+                                          "; name the GPU instead: " + knownNames());
+    std::string upper = *gpu;
+    for (const Target& t : knownTargets()) {
+      std::string key = t.name;
+      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::toupper(c); });
+      if (upper.find(key) != std::string::npos) return t;
+    }
+    return Status(ErrorCode::Usage, "--target auto: hgpc has no description of the local GPU '" +
+                                        *gpu + "'; name the closest of " + knownNames() +
+                                        " (docs/adding-a-target.md says how to add one)");
+  }
+  for (const Target& t : knownTargets())
+    if (t.name == name) return t;
+  return Status(ErrorCode::Usage, "unknown target '" + name + "'; known: " + knownNames() + ", auto");
+}
+
+} // namespace hgp

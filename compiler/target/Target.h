@@ -1,0 +1,40 @@
+// Target.h - what the scheduling analyses know about a GPU.
+//
+// A Target is the resource description the kernel model and the cost model work from: how many
+// SMs, what one SM holds (registers, shared memory, threads, blocks), the memory system and the
+// peak arithmetic rate of each math mode. Targets.def lists the GPUs hgpc knows by name, so a plan
+// for an H200 can be made on a machine with no GPU (`--target h200`); `--target auto` asks the
+// local driver which GPU is present.
+#pragma once
+
+#include "runtime/support/Status.h"
+
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+struct Target {
+  std::string name, description;
+  int sms = 0;
+  int regsPerSm = 0;
+  int64_t smemPerSm = 0; ///< Bytes.
+  int maxThreadsPerSm = 0, maxBlocksPerSm = 0;
+  int64_t l2Bytes = 0;
+  double memBandwidth = 0; ///< Bytes per second.
+  double fp32 = 0, tf32 = 0, fp16 = 0, bf16 = 0; ///< FLOP/s; 0 where the mode does not exist.
+  double launchSeconds = 0;                      ///< Per kernel node of a replayed graph.
+
+  /// The peak rate for a math mode ("fp32", "tf32", "fp16", "bf16"), falling back to FP32 where
+  /// the GPU has no tensor cores for it.
+  double peak(const std::string& precision) const;
+};
+
+/// The known targets, in Targets.def order.
+const std::vector<Target>& knownTargets();
+
+/// A target by name ("h200", ...), or "auto": the GPU the local driver reports. Errors name the
+/// known targets.
+Expected<Target> findTarget(const std::string& name);
+
+} // namespace hgp

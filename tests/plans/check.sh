@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Golden plans: `hgpc plan` on the bundled models for two targets and two batch sizes, diffed
+# against tests/plans/*.txt. A change to the plan, the memory plan or the cost model shows up
+# here and in review. Regenerate with:  HGP_UPDATE_GOLDEN=1 tests/plans/check.sh build/bin/hgpc
+set -euo pipefail
+hgpc=${1:?usage: check.sh HGPC}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 -W ignore "$root/samples/make_resnet18_28.py" "$work/resnet18_28.onnx" >/dev/null 2>&1
+opts=(--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4)
+failed=0
+check() { # name model target batch
+  local got="$work/$1.txt" want="$here/$1.txt"
+  "$hgpc" plan "$2" --target "$3" --batch "$4" "${opts[@]}" > "$got"
+  if [[ ${HGP_UPDATE_GOLDEN:-} == 1 ]]; then
+    cp "$got" "$want"
+  elif ! diff -u "$want" "$got" > "$work/$1.diff"; then
+    echo "golden plan $1 differs:"; head -40 "$work/$1.diff"; failed=1
+  fi
+}
+for target in h200 a100; do
+  for batch in 32 128; do
+    check "lenet5.$target.b$batch" "$root/samples/lenet5.onnx" $target $batch
+    check "resnet18_28.$target.b$batch" "$work/resnet18_28.onnx" $target $batch
+  done
+done
+exit $failed

@@ -1,0 +1,185 @@
+// The kernel analyzer's occupancy arithmetic and the cost model, on fake targets and hand-built
+// plans whose answers are worked out by hand in the comments.
+#include "compiler/analysis/CostModel.h"
+#include "compiler/analysis/StepWork.h"
+
+#include <gtest/gtest.h>
+
+namespace hgp {
+namespace {
+
+/// 10 SMs of 64 K registers, 100 KiB shared memory, 2048 threads and 32 blocks; 1 TB/s; 10 and
+/// 100 TFLOP/s for FP32 and TF32; 1 us per launch.
+Target fakeTarget() {
+  Target t;
+  t.name = "fake";
+  t.sms = 10;
+  t.regsPerSm = 65536;
+  t.smemPerSm = 100 << 10;
+  t.maxThreadsPerSm = 2048;
+  t.maxBlocksPerSm = 32;
+  t.memBandwidth = 1e12;
+  t.fp32 = 10e12;
+  t.tf32 = 100e12;
+  t.launchSeconds = 1e-6;
+  return t;
+}
+
+LaunchShape shape(int64_t blocks, int threads, int regs, int64_t smem) {
+  LaunchShape k;
+  k.blocks = blocks;
+  k.threads = threads;
+  k.regs = regs;
+  k.smem = smem;
+  return k;
+}
+
+TEST(KernelModel, BlocksPerSmTakesTheTightestLimit) {
+  Target t = fakeTarget();
+  // Threads: 2048 / 256 = 8. Registers: 32 x 32 = 1024 per warp, 8 warps = 8 K per block -> 8.
+  EXPECT_EQ(blocksPerSm(t, shape(1, 256, 32, 0)), 8);
+  // 128 registers: 4 K per warp, 32 K per block -> 2.
+  EXPECT_EQ(blocksPerSm(t, shape(1, 256, 128, 0)), 2);
+  // 33 registers round up to 1280 per warp (allocation unit 256): 10 K per block -> 6.
+  EXPECT_EQ(blocksPerSm(t, shape(1, 256, 33, 0)), 6);
+  // Shared memory: 60 KiB per block -> 1; 200 KiB does not fit at all.
+  EXPECT_EQ(blocksPerSm(t, shape(1, 256, 32, 60 << 10)), 1);
+  EXPECT_EQ(blocksPerSm(t, shape(1, 256, 32, 200 << 10)), 0);
+  // Block slots: 64-thread blocks are limited by the 32 blocks an SM holds.
+  EXPECT_EQ(blocksPerSm(t, shape(1, 64, 16, 0)), 32);
+}
+
+TEST(KernelModel, WavesAndShare) {
+  Target t = fakeTarget();
+  // 8 blocks per SM x 10 SMs = 80 at once.
+  EXPECT_DOUBLE_EQ(waves(t, shape(40, 256, 32, 0)), 0.5);
+  EXPECT_DOUBLE_EQ(gpuShare(t, shape(40, 256, 32, 0)), 0.5);
+  EXPECT_DOUBLE_EQ(waves(t, shape(200, 256, 32, 0)), 2.5);
+  EXPECT_DOUBLE_EQ(gpuShare(t, shape(200, 256, 32, 0)), 1.0);
+}
+
+TEST(KernelModel, CoResidency) {
+  Target t = fakeTarget();
+  LaunchShape half = shape(40, 256, 32, 0); // 4 blocks = 1024 threads on each SM
+  EXPECT_TRUE(coResident(t, {half, half}));
+  EXPECT_FALSE(coResident(t, {half, half, half})); // 3072 threads
+  // Shared memory: two 60 KiB blocks do not fit in 100 KiB.
+  LaunchShape big = shape(10, 256, 32, 60 << 10);
+  EXPECT_TRUE(coResident(t, {big}));
+  EXPECT_FALSE(coResident(t, {big, big}));
+}
+
+TEST(KernelModel, ConcurrentTime) {
+  Target t = fakeTarget();
+  LaunchShape half = shape(40, 256, 32, 0), full = shape(800, 256, 32, 0);
+  // Two half-GPU kernels of 1 ms overlap completely; two full ones serialize.
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {half, half}, {1e-3, 1e-3}), 1e-3);
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {full, full}, {1e-3, 1e-3}), 2e-3);
+  // A long full kernel hides a short half one only partly: max(2, 2 + 0.5) = 2.5 ms.
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {full, half}, {2e-3, 1e-3}), 2.5e-3);
+}
+
+/// A plan with tensors of the given shapes (f32, transient) and no programs.
+Plan planOf(const std::vector<Shape>& shapes) {
+  Plan p;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    PlanTensor t;
+    t.name = "t" + std::to_string(i);
+    t.type.shape = shapes[i];
+    p.tensors.push_back(t);
+  }
+  return p;
+}
+
+PlanStep step(OpKind op, std::vector<int> in, std::vector<int> out) {
+  PlanStep s;
+  s.op = op;
+  s.inputs = std::move(in);
+  s.outputs = std::move(out);
+  return s;
+}
+
+TEST(StepWork, ConvolutionPhasesCountTheSameFlops) {
+  // X[2,3,8,8] * W[4,3,3,3] -> Y[2,4,8,8]: 2 x (2*64 outputs x 4 channels) x (3*9) = 27648.
+  Plan p = planOf({{2, 3, 8, 8}, {4, 3, 3, 3}, {2, 4, 8, 8}});
+  StepWork fwd = stepWork(p, step(OpKind::Conv, {0, 1}, {2}));
+  StepWork data = stepWork(p, step(OpKind::ConvBwdData, {2, 1}, {0}));
+  StepWork filt = stepWork(p, step(OpKind::ConvBwdFilter, {0, 2}, {1}));
+  EXPECT_DOUBLE_EQ(fwd.flops, 27648);
+  EXPECT_DOUBLE_EQ(data.flops, 27648);
+  EXPECT_DOUBLE_EQ(filt.flops, 27648);
+  EXPECT_TRUE(fwd.gemm && data.gemm && filt.gemm);
+  // The GEMMs: forward 128 x 4 x 27, data 128 x 3 x 36, filter 4 x 27 x 128.
+  EXPECT_EQ(fwd.m, 128);
+  EXPECT_EQ(fwd.n, 4);
+  EXPECT_EQ(fwd.k, 27);
+  EXPECT_EQ(data.m, 128);
+  EXPECT_EQ(data.n, 3);
+  EXPECT_EQ(data.k, 36);
+  EXPECT_EQ(filt.m, 4);
+  EXPECT_EQ(filt.n, 27);
+  EXPECT_EQ(filt.k, 128);
+  // Bytes: every operand once, 4 bytes each: 384 + 108 + 512 elements.
+  EXPECT_DOUBLE_EQ(fwd.bytes, 4.0 * (384 + 108 + 512));
+}
+
+TEST(StepWork, GroupedConvolutionAndGemm) {
+  // Depthwise: X[1,8,4,4], W[8,1,3,3], group 8: 2 x 16 x 8 x 1 x 9 = 2304.
+  Plan p = planOf({{1, 8, 4, 4}, {8, 1, 3, 3}, {1, 8, 4, 4}, {5, 7}, {7, 3}, {5, 3}});
+  PlanStep dw = step(OpKind::Conv, {0, 1}, {2});
+  dw.attrs.setInt("group", 8);
+  StepWork w = stepWork(p, dw);
+  EXPECT_DOUBLE_EQ(w.flops, 2304);
+  EXPECT_EQ(w.groups, 8);
+  EXPECT_EQ(w.n, 1);
+  StepWork g = stepWork(p, step(OpKind::Gemm, {3, 4}, {5}));
+  EXPECT_DOUBLE_EQ(g.flops, 2.0 * 5 * 3 * 7);
+}
+
+TEST(CostModel, SerialSumAndCriticalPath) {
+  Target t = fakeTarget();
+  // a = relu(x); b = relu(a); c = relu(x) on a big tensor: the chain x->a->b is the critical path.
+  Plan p = planOf({{1 << 20}, {1 << 20}, {1 << 20}, {1 << 20}});
+  PlanProgram prog;
+  prog.name = "train";
+  prog.steps = {step(OpKind::Relu, {0}, {1}), step(OpKind::Relu, {1}, {2}),
+                step(OpKind::Relu, {0}, {3})};
+  ProgramCost c = programCost(t, p, prog, "tf32");
+  ASSERT_EQ(c.steps.size(), 3u);
+  // Each: 8 MiB moved at the calibrated fraction of 1 TB/s plus 1 us of launch.
+  double each = 1e-6 + 8.0 * (1 << 20) / (1e12 * CostCalibration().memoryEfficiency);
+  EXPECT_NEAR(c.steps[0].seconds, each, 1e-12);
+  EXPECT_NEAR(c.serialSeconds, 3 * each, 1e-12);
+  EXPECT_NEAR(c.criticalPathSeconds, 2 * each, 1e-12);
+  EXPECT_EQ(c.criticalPath, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(c.steps[1].onCriticalPath);
+  EXPECT_FALSE(c.steps[2].onCriticalPath);
+}
+
+TEST(CostModel, TensorCoresOnlyForConvolutionsAndFasterThanFp32) {
+  Target t = fakeTarget();
+  Plan p = planOf({{64, 64, 56, 56}, {64, 64, 3, 3}, {64, 64, 56, 56}});
+  PlanStep conv = step(OpKind::Conv, {0, 1}, {2});
+  double tf32 = stepCost(t, p, conv, "tf32").seconds, fp32 = stepCost(t, p, conv, "fp32").seconds;
+  EXPECT_LT(tf32, fp32);
+  // A ReLU costs the same in either mode.
+  PlanStep relu = step(OpKind::Relu, {0}, {2});
+  EXPECT_DOUBLE_EQ(stepCost(t, p, relu, "tf32").seconds, stepCost(t, p, relu, "fp32").seconds);
+}
+
+TEST(Target, KnownAndUnknownNames) {
+  auto h200 = findTarget("h200");
+  ASSERT_TRUE(h200.hasValue());
+  EXPECT_EQ(h200->sms, 132);
+  EXPECT_GT(h200->peak("tf32"), h200->peak("fp32"));
+  auto v100 = findTarget("v100");
+  ASSERT_TRUE(v100.hasValue());
+  EXPECT_DOUBLE_EQ(v100->peak("tf32"), v100->fp32); // no TF32 before Ampere
+  auto bad = findTarget("h900");
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_EQ(bad.status().code(), ErrorCode::Usage);
+  EXPECT_NE(bad.status().message().find("h200, h100, a100"), std::string::npos);
+}
+
+} // namespace
+} // namespace hgp
