@@ -17,7 +17,13 @@ StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
   c.waves = waves(t, c.launch);
   // Only convolutions and matrix products run on tensor cores; the rest is FP32 arithmetic.
   double peak = w.gemm ? t.peak(precision) : t.fp32;
-  double compute = w.flops / (peak * cal.computeEfficiency);
+  // Tensor-core kernels compute whole tiles, also where the GEMM only partly fills them.
+  double work = w.flops;
+  if (w.gemm) {
+    auto up = [](int64_t v) { int64_t t = gemmTile(v); return double((v + t - 1) / t * t); };
+    work = 2.0 * up(w.m) * up(w.n) * double(w.k) * double(w.groups);
+  }
+  double compute = work / (peak * cal.computeEfficiency);
   double memory = w.bytes / (t.memBandwidth * cal.memoryEfficiency);
   double quantization = 1;
   if (std::isfinite(c.waves) && c.waves > 0 && c.waves < 8) quantization = std::ceil(c.waves) / c.waves;

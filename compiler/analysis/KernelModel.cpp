@@ -23,8 +23,12 @@ double waves(const Target& t, const LaunchShape& k) {
 }
 
 double gpuShare(const Target& t, const LaunchShape& k) {
-  double w = waves(t, k);
-  return std::isfinite(w) ? std::clamp(w, 1e-6, 1.0) : 1.0;
+  int per = blocksPerSm(t, k);
+  if (per == 0) return 1.0;
+  // Fewer blocks than SMs leave whole SMs idle; otherwise the block scheduler spreads the blocks
+  // over every SM, and what counts is the room left on the busiest one.
+  if (k.blocks < t.sms) return std::max(1e-6, double(k.blocks) / (double(t.sms) * per));
+  return std::min(1.0, std::ceil(double(k.blocks) / t.sms) / per);
 }
 
 bool coResident(const Target& t, const std::vector<LaunchShape>& ks) {
@@ -54,23 +58,35 @@ double concurrentSeconds(const Target& t, const std::vector<LaunchShape>& ks,
   return std::max(longest, shared);
 }
 
+int64_t gemmTile(int64_t v) {
+  int64_t t = 32;
+  while (t < 128 && t < v) t *= 2;
+  return t;
+}
+
 LaunchShape estimateLaunch(const Target& t, const Plan& plan, const PlanStep& step) {
   StepWork w = stepWork(plan, step);
   LaunchShape k;
   if (w.gemm) {
-    // cuDNN's and cuBLAS's Hopper/Ampere implicit-GEMM kernels: 128 x 128 output tiles, 256
-    // threads, about 128 registers per thread and 64 KiB of staged operands per block.
-    int64_t tile = 128;
-    int64_t tiles = std::max<int64_t>(1, ((w.m + tile - 1) / tile) * ((w.n + tile - 1) / tile) * w.groups);
+    // cuDNN's and cuBLAS's Hopper/Ampere implicit-GEMM kernels: output tiles of up to 128 x 128,
+    // 256 threads, about 128 registers per thread and 64 KiB of staged operands per block.
+    int64_t tm = gemmTile(w.m), tn = gemmTile(w.n);
+    int64_t tiles = std::max<int64_t>(1, ((w.m + tm - 1) / tm) * ((w.n + tn - 1) / tn) * w.groups);
     k.blocks = tiles;
     k.threads = 256;
     k.regs = 128;
     k.smem = int64_t(64) << 10;
-    // Too few output tiles to fill the GPU and a long reduction (weight gradients): the
-    // libraries split the reduction across blocks (split-K), in chunks of at least 1024.
+    // Too few output tiles to fill the GPU and a long reduction: the libraries split the
+    // reduction across blocks (split-K), in chunks of at least 256, choosing the split that
+    // wastes the least of the last wave: the fewest waves per unit of reduction, ceil(waves) / s.
     int64_t capacity = int64_t(t.sms) * std::max(1, blocksPerSm(t, k));
-    if (tiles < capacity && w.k > 1024)
-      k.blocks = tiles * std::min((w.k + 1023) / 1024, (capacity + tiles - 1) / tiles);
+    int64_t best = 1;
+    double bestCost = double((tiles + capacity - 1) / capacity);
+    for (int64_t split = 2; split <= 16 && w.k / split >= 256; ++split) {
+      double cost = double((tiles * split + capacity - 1) / capacity) / double(split);
+      if (cost < bestCost - 1e-12) best = split, bestCost = cost;
+    }
+    k.blocks = tiles * best;
     return k;
   }
   // Grid-stride kernels: enough blocks of 256 threads to fill the GPU, at most one element per

@@ -25,8 +25,8 @@ struct LaunchShape {
 /// Blocks of `k` one SM can hold at once (0 if a single block does not fit).
 int blocksPerSm(const Target& t, const LaunchShape& k);
 
-/// The fraction of the GPU's block slots `k` fills when it runs alone, in (0, 1]: below 1, the
-/// kernel leaves SMs (or room on them) to a concurrent kernel.
+/// The fraction of the GPU `k` occupies when it runs alone, in (0, 1]: below 1, the kernel leaves
+/// SMs (or room on its busiest SM) to a concurrent kernel.
 double gpuShare(const Target& t, const LaunchShape& k);
 
 /// Waves: the kernel's blocks over what the whole GPU holds at once.
@@ -40,6 +40,10 @@ bool coResident(const Target& t, const std::vector<LaunchShape>& ks);
 /// overlap as far as their shares of the GPU allow. max(longest solo time, sum of time x share).
 double concurrentSeconds(const Target& t, const std::vector<LaunchShape>& ks,
                          const std::vector<double>& soloSeconds);
+
+/// The GEMM tile edge the libraries use for a dimension of `v`: 128, or the next power of two
+/// down to 32 for small dimensions.
+int64_t gemmTile(int64_t v);
 
 /// The launch shape a plan step's kernel typically has (implicit-GEMM tiles for convolutions and
 /// matrix products, grid-stride elementwise and reduction kernels otherwise).

@@ -20,7 +20,9 @@ void convWork(StepWork& w, const Shape& x, const Shape& wt, const Shape& y, int6
   int64_t n = x[0], c = x[1], m = y[1], s = product(x, 2, x.size()), o = product(y, 2, y.size()),
           kv = product(wt, 2, wt.size());
   g = std::max<int64_t>(1, g);
-  w.gemm = true;
+  // Depthwise-like convolutions (a handful of channels per group) run as direct kernels, not as
+  // tensor-core GEMMs.
+  w.gemm = (m / g) > 4 || (c / g) > 4;
   w.groups = g;
   w.flops = 2.0 * double(n) * double(m) * double(o) * double(c / g) * double(kv);
   if (result == 'y') w.m = n * o, w.n = m / g, w.k = (c / g) * kv;

@@ -70,12 +70,13 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
                   "steps between metric read-backs (the on-device ring's size)");
 }
 
-int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams) {
+int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
+            const CostCalibration& cal) {
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
-  printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, std::cout);
+  printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
   return 0;
 }
 
@@ -154,6 +155,12 @@ int main(int argc, char** argv) {
   plan->add_option("--target", target, "the GPU to plan for: h200, h100, a100, v100, t4, l4 or "
                                        "auto (the local GPU)");
   int maxStreams = 4;
+  std::vector<double> calibration;
+  plan->add_option("--calibration", calibration,
+                   "expert: the cost model's compute and memory efficiencies and the fixed "
+                   "microseconds per GEMM kernel, for fitting it (bench/prediction.py)")
+      ->delimiter(',')
+      ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
       ->check(CLI::Range(1, 64));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
@@ -173,7 +180,12 @@ int main(int argc, char** argv) {
   }
   co.modelPath = model;
   co.batch = batch;
-  if (plan->parsed()) return runPlan(co, target, maxStreams);
+  if (plan->parsed()) {
+    CostCalibration cal;
+    if (calibration.size() == 3)
+      cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
+    return runPlan(co, target, maxStreams, cal);
+  }
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {

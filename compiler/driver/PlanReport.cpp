@@ -1,5 +1,6 @@
 #include "compiler/driver/PlanReport.h"
 
+#include "compiler/schedule/SplitWidth.h"
 #include "compiler/schedule/StreamSchedule.h"
 
 #include <cstdio>
@@ -24,11 +25,11 @@ std::string where(const Plan& plan, const PlanStep& s) {
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, std::ostream& os) {
+                     int maxStreams, const CostCalibration& cal, std::ostream& os) {
   const PlanProgram* program = plan.findProgram("train");
   if (!program) program = plan.findProgram("forward");
   if (!program) return;
-  ProgramCost cost = programCost(target, plan, *program, precision);
+  ProgramCost cost = programCost(target, plan, *program, precision, cal);
   StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
   os << format("plan %s batch %lld target %s (%s: %d SMs, %.0f GB/s, %s %.1f TFLOP/s) precision %s\n",
                plan.modelName.c_str(), (long long)plan.meta.getInt("batch"), target.name.c_str(),
@@ -40,7 +41,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
     const PlanStep& s = program->steps[i];
     const StepCost& c = cost.steps[i];
     os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s\n", i,
-                 opName(s.op), sched.stream[i], 1, 1, (long long)c.launch.blocks, c.launch.threads,
+                 opName(s.op), sched.stream[i], chooseSplitWidth(target, plan, s, precision, 1.05, cal), 1, (long long)c.launch.blocks, c.launch.threads,
                  c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
                  c.bytes / 1e6, c.seconds * 1e6,
                  where(plan, s).c_str(), s.loc.c_str(), c.onCriticalPath ? " *" : "");

@@ -2,7 +2,8 @@
 //
 // For every step of the train program: its op (which names the phase: Conv, ConvBwdData,
 // ConvBwdFilter, ...), stream (StreamSchedule.h), algorithm ("auto": chosen by timing on the
-// GPU at the first run), sub-batch width and pipeline depth (1 until those passes exist), the estimated launch
+// GPU at the first run), the sub-batch width the analyzer predicts pays (SplitWidth.h; reported,
+// not yet applied by the CUDA backend), the pipeline depth (1 until that pass exists), the estimated launch
 // shape and occupancy, the predicted time and the memory offset of its result; then the streams,
 // events, peak memory, the predicted iteration time and the critical path. Golden copies live in
 // tests/plans/, so that a change to the analyses shows up in review.
@@ -16,6 +17,6 @@ namespace hgp {
 
 /// Schedules the train (or forward) program over at most `maxStreams` streams and prints it.
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, std::ostream& os);
+                     int maxStreams, const CostCalibration& cal, std::ostream& os);
 
 } // namespace hgp

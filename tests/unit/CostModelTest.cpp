@@ -56,6 +56,9 @@ TEST(KernelModel, WavesAndShare) {
   EXPECT_DOUBLE_EQ(gpuShare(t, shape(40, 256, 32, 0)), 0.5);
   EXPECT_DOUBLE_EQ(waves(t, shape(200, 256, 32, 0)), 2.5);
   EXPECT_DOUBLE_EQ(gpuShare(t, shape(200, 256, 32, 0)), 1.0);
+  // Fewer blocks than SMs: 5 of the 80 slots. More: the busiest SM holds 2 of its 8.
+  EXPECT_DOUBLE_EQ(gpuShare(t, shape(5, 256, 32, 0)), 5.0 / 80);
+  EXPECT_DOUBLE_EQ(gpuShare(t, shape(15, 256, 32, 0)), 2.0 / 8);
 }
 
 TEST(KernelModel, CoResidency) {
@@ -100,27 +103,27 @@ PlanStep step(OpKind op, std::vector<int> in, std::vector<int> out) {
 }
 
 TEST(StepWork, ConvolutionPhasesCountTheSameFlops) {
-  // X[2,3,8,8] * W[4,3,3,3] -> Y[2,4,8,8]: 2 x (2*64 outputs x 4 channels) x (3*9) = 27648.
-  Plan p = planOf({{2, 3, 8, 8}, {4, 3, 3, 3}, {2, 4, 8, 8}});
+  // X[2,3,8,8] * W[8,3,3,3] -> Y[2,8,8,8]: 2 x (2*64 outputs x 8 channels) x (3*9) = 55296.
+  Plan p = planOf({{2, 3, 8, 8}, {8, 3, 3, 3}, {2, 8, 8, 8}});
   StepWork fwd = stepWork(p, step(OpKind::Conv, {0, 1}, {2}));
   StepWork data = stepWork(p, step(OpKind::ConvBwdData, {2, 1}, {0}));
   StepWork filt = stepWork(p, step(OpKind::ConvBwdFilter, {0, 2}, {1}));
-  EXPECT_DOUBLE_EQ(fwd.flops, 27648);
-  EXPECT_DOUBLE_EQ(data.flops, 27648);
-  EXPECT_DOUBLE_EQ(filt.flops, 27648);
+  EXPECT_DOUBLE_EQ(fwd.flops, 55296);
+  EXPECT_DOUBLE_EQ(data.flops, 55296);
+  EXPECT_DOUBLE_EQ(filt.flops, 55296);
   EXPECT_TRUE(fwd.gemm && data.gemm && filt.gemm);
-  // The GEMMs: forward 128 x 4 x 27, data 128 x 3 x 36, filter 4 x 27 x 128.
+  // The GEMMs: forward 128 x 8 x 27, data 128 x 3 x 72, filter 8 x 27 x 128.
   EXPECT_EQ(fwd.m, 128);
-  EXPECT_EQ(fwd.n, 4);
+  EXPECT_EQ(fwd.n, 8);
   EXPECT_EQ(fwd.k, 27);
   EXPECT_EQ(data.m, 128);
   EXPECT_EQ(data.n, 3);
-  EXPECT_EQ(data.k, 36);
-  EXPECT_EQ(filt.m, 4);
+  EXPECT_EQ(data.k, 72);
+  EXPECT_EQ(filt.m, 8);
   EXPECT_EQ(filt.n, 27);
   EXPECT_EQ(filt.k, 128);
-  // Bytes: every operand once, 4 bytes each: 384 + 108 + 512 elements.
-  EXPECT_DOUBLE_EQ(fwd.bytes, 4.0 * (384 + 108 + 512));
+  // Bytes: every operand once, 4 bytes each: 384 + 216 + 1024 elements.
+  EXPECT_DOUBLE_EQ(fwd.bytes, 4.0 * (384 + 216 + 1024));
 }
 
 TEST(StepWork, GroupedConvolutionAndGemm) {
@@ -132,6 +135,7 @@ TEST(StepWork, GroupedConvolutionAndGemm) {
   EXPECT_DOUBLE_EQ(w.flops, 2304);
   EXPECT_EQ(w.groups, 8);
   EXPECT_EQ(w.n, 1);
+  EXPECT_FALSE(w.gemm); // a direct kernel, not a tensor-core GEMM
   StepWork g = stepWork(p, step(OpKind::Gemm, {3, 4}, {5}));
   EXPECT_DOUBLE_EQ(g.flops, 2.0 * 5 * 3 * 7);
 }
