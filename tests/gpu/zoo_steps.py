@@ -24,7 +24,6 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "parity"))
@@ -70,14 +69,9 @@ def main():
                               opset_version=18, dynamo=False, **kw)
         except TypeError:
             torch.onnx.export(copy.deepcopy(model).train(), torch.zeros(batch, *shape), path, opset_version=17, **kw)
-        # The initializers are the torch model's own values (as in parity.py), so that the float64
-        # reference below starts from the same point.
-        exported = onnx.load(path)
-        state = model.state_dict()
-        for init in exported.graph.initializer:
-            if init.name in state:
-                init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().numpy(), init.name))
-        onnx.save(exported, path)
+        # The initializers are the torch model's own values, so that the float64 reference below
+        # starts from the same point.
+        parity.restore_initial_state(path, model)
         rng = np.random.default_rng(0)
         x = rng.standard_normal((batch * 3, *shape), dtype=np.float32)
         y = rng.integers(0, 10, size=(batch * 3,), dtype=np.int64)

@@ -101,6 +101,17 @@ def rel_l2(a, b, names):
     return (num / max(den, 1e-300)) ** 0.5
 
 
+def restore_initial_state(onnx_path, model):
+    """Exporting traces a copy in training mode, which moves its BN running statistics before
+    they are written out: puts the model's own initial state back into the exported file."""
+    exported = onnx.load(onnx_path)
+    state = model.state_dict()
+    for init in exported.graph.initializer:
+        if init.name in state:
+            init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().numpy(), init.name))
+    onnx.save(exported, onnx_path)
+
+
 def train_torch(model, dtype, make_opt, x, y, batch):
     """Trains in place; returns the losses and the state after each step."""
     opt = make_opt(model.parameters())
@@ -155,14 +166,7 @@ def main():
     torch.onnx.export(copy.deepcopy(model), torch.zeros(batch, *shape), onnx_path,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       opset_version=17, input_names=["input"])
-    # Exporting traces the copy in training mode, which moves its BN running statistics before
-    # they are written out: put the model's own initial state back into the file.
-    exported = onnx.load(onnx_path)
-    state = model.state_dict()
-    for init in exported.graph.initializer:
-        if init.name in state:
-            init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().numpy(), init.name))
-    onnx.save(exported, onnx_path)
+    restore_initial_state(onnx_path, model)
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch * STEPS, *shape), dtype=np.float32)

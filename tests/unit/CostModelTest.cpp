@@ -2,6 +2,7 @@
 // plans whose answers are worked out by hand in the comments.
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/StepWork.h"
+#include "tests/unit/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -82,25 +83,8 @@ TEST(KernelModel, ConcurrentTime) {
   EXPECT_DOUBLE_EQ(concurrentSeconds(t, {full, half}, {2e-3, 1e-3}), 2.5e-3);
 }
 
-/// A plan with tensors of the given shapes (f32, transient) and no programs.
-Plan planOf(const std::vector<Shape>& shapes) {
-  Plan p;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    PlanTensor t;
-    t.name = "t" + std::to_string(i);
-    t.type.shape = shapes[i];
-    p.tensors.push_back(t);
-  }
-  return p;
-}
-
-PlanStep step(OpKind op, std::vector<int> in, std::vector<int> out) {
-  PlanStep s;
-  s.op = op;
-  s.inputs = std::move(in);
-  s.outputs = std::move(out);
-  return s;
-}
+using test::planOf;
+using test::step;
 
 TEST(StepWork, ConvolutionPhasesCountTheSameFlops) {
   // X[2,3,8,8] * W[8,3,3,3] -> Y[2,8,8,8]: 2 x (2*64 outputs x 8 channels) x (3*9) = 55296.

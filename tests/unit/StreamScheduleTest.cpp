@@ -1,6 +1,7 @@
 // DAG concurrency: dependencies from data flow and from shared storage, transitive reduction,
 // stream assignment from a bounded pool and the fewest events.
 #include "compiler/schedule/StreamSchedule.h"
+#include "tests/unit/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -12,26 +13,12 @@ Target target() {
   return *t;
 }
 
-/// Transient f32 tensors of 1024 elements, each in its own 4 KiB unless `offsets` says otherwise.
-Plan planOf(size_t tensors, std::vector<int64_t> offsets = {}) {
-  Plan p;
-  for (size_t i = 0; i < tensors; ++i) {
-    PlanTensor t;
-    t.name = "t" + std::to_string(i);
-    t.type.shape = {1024};
-    t.offset = i < offsets.size() ? offsets[i] : int64_t(i) * 4096;
-    p.tensors.push_back(t);
-  }
-  return p;
+/// `n` tensors of 1024 f32 elements, each in its own bytes unless `offsets` places it.
+Plan planOf(size_t n, const std::vector<int64_t>& offsets = {}) {
+  return test::planOf(std::vector<Shape>(n, Shape{1024}), offsets);
 }
 
-PlanStep step(OpKind op, std::vector<int> in, std::vector<int> out) {
-  PlanStep s;
-  s.op = op;
-  s.inputs = std::move(in);
-  s.outputs = std::move(out);
-  return s;
-}
+using test::step;
 
 PlanProgram program(std::vector<PlanStep> steps) {
   PlanProgram p;
