@@ -2,7 +2,8 @@
 //
 //   hgpc inspect MODEL.onnx [--batch N]
 //   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
-//   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--precision fp32|tf32]
+//   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
+//             [--precision fp32|tf32]
 //             [training options]
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
@@ -71,12 +72,15 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
 }
 
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
-            const CostCalibration& cal) {
+            const CostCalibration& cal, bool dot) {
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
-  printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+  if (dot)
+    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+  else
+    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
   return 0;
 }
 
@@ -155,6 +159,9 @@ int main(int argc, char** argv) {
   plan->add_option("--target", target, "the GPU to plan for: h200, h100, a100, v100, t4, l4 or "
                                        "auto (the local GPU)");
   int maxStreams = 4;
+  std::string planEmit = "text";
+  plan->add_option("--emit", planEmit, "text (default) or dot: the scheduled DAG for Graphviz")
+      ->check(CLI::IsMember({"text", "dot"}));
   std::vector<double> calibration;
   plan->add_option("--calibration", calibration,
                    "expert: the cost model's compute and memory efficiencies and the fixed "
@@ -184,7 +191,7 @@ int main(int argc, char** argv) {
     CostCalibration cal;
     if (calibration.size() == 3)
       cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
-    return runPlan(co, target, maxStreams, cal);
+    return runPlan(co, target, maxStreams, cal, planEmit == "dot");
   }
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";

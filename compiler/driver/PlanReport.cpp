@@ -68,4 +68,37 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   os << "\n";
 }
 
+void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
+                  int maxStreams, const CostCalibration& cal, std::ostream& os) {
+  const PlanProgram* program = plan.findProgram("train");
+  if (!program) program = plan.findProgram("forward");
+  if (!program) return;
+  ProgramCost cost = programCost(target, plan, *program, precision, cal);
+  StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
+  std::vector<std::vector<int>> deps = reducedDependencies(plan, *program);
+  std::set<std::pair<int, int>> events;
+  for (const StreamSchedule::Event& e : sched.events) events.insert({e.from, e.to});
+  auto quoted = [](const std::string& s) {
+    std::string q;
+    for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    return q;
+  };
+  os << "digraph \"" << quoted(plan.modelName) << "\" {\n  rankdir=TB;\n  node [shape=box, fontsize=9];\n";
+  for (int st = 0; st < sched.streams; ++st) {
+    os << format("  subgraph cluster_stream%d {\n    label=\"stream %d\";\n", st, st);
+    for (size_t i = 0; i < program->steps.size(); ++i) {
+      if (sched.stream[i] != st) continue;
+      const PlanStep& s = program->steps[i];
+      os << format("    s%zu [label=\"%zu %s\\n%s\\n%.1f us\"%s];\n", i, i, opName(s.op),
+                   quoted(s.loc).c_str(), cost.steps[i].seconds * 1e6,
+                   cost.steps[i].onCriticalPath ? ", penwidth=2" : "");
+    }
+    os << "  }\n";
+  }
+  for (size_t i = 0; i < deps.size(); ++i)
+    for (int j : deps[i])
+      os << format("  s%d -> s%zu%s;\n", j, i, events.count({j, int(i)}) ? " [style=bold, color=red]" : "");
+  os << "}\n";
+}
+
 } // namespace hgp

@@ -15,6 +15,12 @@
 
 namespace hgp {
 
+/// The scheduled train (or forward) program as a Graphviz digraph (`hgpc plan --emit dot`): a
+/// cluster per stream, steps labelled with op, source and predicted time, the transitively
+/// reduced dependencies as edges, and the events among them drawn bold.
+void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
+                  int maxStreams, const CostCalibration& cal, std::ostream& os);
+
 /// Schedules the train (or forward) program over at most `maxStreams` streams and prints it.
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os);

@@ -26,4 +26,14 @@ for target in h200 a100; do
     check "resnet18_28.$target.b$batch" "$work/resnet18_28.onnx" $target $batch
   done
 done
+# The DOT form draws the same schedule: one edge per reduced dependency, the events in red.
+dot="$work/lenet5.dot"
+"$hgpc" plan "$root/samples/lenet5.onnx" --target h200 --batch 32 "${opts[@]}" --emit dot > "$dot"
+summary=$(grep '^streams' "$here/lenet5.h200.b32.txt")
+events=$(sed -E 's/.*events ([0-9]+).*/\1/' <<< "$summary")
+reduced=$(sed -E 's/.*, ([0-9]+) after transitive.*/\1/' <<< "$summary")
+if [[ $(grep -c -- ' -> ' "$dot") != "$reduced" || $(grep -c 'color=red' "$dot") != "$events" ||
+      $(head -1 "$dot") != 'digraph "lenet5" {' ]]; then
+  echo "hgpc plan --emit dot disagrees with the text plan (edges $reduced, events $events)"; failed=1
+fi
 exit $failed
