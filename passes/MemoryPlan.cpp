@@ -11,7 +11,7 @@
 
 namespace hgp {
 
-MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip) {
+MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse) {
   struct Interval {
     const Value* v;
     int64_t bytes;
@@ -46,7 +46,8 @@ MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip) {
     // Collect the placed blocks whose lifetimes overlap, by offset, and take the first gap.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const Placed& p : placed)
-      if (p.first <= iv.last && iv.first <= p.last) busy.push_back({p.offset, p.offset + p.bytes});
+      if (!reuse || (p.first <= iv.last && iv.first <= p.last))
+        busy.push_back({p.offset, p.offset + p.bytes});
     std::sort(busy.begin(), busy.end());
     int64_t offset = 0;
     for (const auto& [b, e] : busy) {

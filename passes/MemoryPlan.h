@@ -29,6 +29,8 @@ constexpr int64_t kTensorAlignment = 64;
 inline int64_t alignUp(int64_t v, int64_t a = kTensorAlignment) { return (v + a - 1) / a * a; }
 
 /// Places every node result of `g` except those in `skip` (carry results, which alias state).
-MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip);
+/// With `reuse` off every result gets bytes of its own (`hgpc compile --no-buffer-reuse`: every
+/// intermediate survives the step, for comparing backends tensor by tensor).
+MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse = true);
 
 } // namespace hgp

@@ -98,6 +98,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   // The file's name says more than exporters' generic graph names ("torch_jit", "main_graph").
   eo.modelName = std::filesystem::path(o.modelPath).stem().string();
   eo.meta = planMeta(c, o);
+  eo.reuseMemory = o.reuseMemory;
   if (o.referenceWeights) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }

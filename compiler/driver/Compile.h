@@ -33,6 +33,8 @@ struct CompileOptions {
   /// Math mode: "tf32" lets convolutions and matrix products round fp32 inputs to TF32 on
   /// tensor cores (the default, as PyTorch's cuDNN convolutions do); "fp32" forbids it.
   std::string precision = "tf32";
+  /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
+  bool reuseMemory = true;
 };
 
 struct Compilation {

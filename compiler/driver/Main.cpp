@@ -146,6 +146,10 @@ int main(int argc, char** argv) {
                       "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
+  bool noReuse = false;
+  compile->add_flag("--no-buffer-reuse", noReuse,
+                    "give every intermediate tensor memory of its own (debugging: all of them "
+                    "survive a step; the arena grows)");
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
@@ -195,6 +199,7 @@ int main(int argc, char** argv) {
   }
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";
+  co.reuseMemory = !noReuse;
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {
     e = passes.find(',', b);
     if (e == std::string::npos) e = passes.size();

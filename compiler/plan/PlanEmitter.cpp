@@ -73,7 +73,7 @@ private:
       carryTarget[c.next] = out_.plan.findTensor(c.state->name());
       skip.push_back(c.next);
     }
-    MemoryPlan mem = planMemory(g, skip);
+    MemoryPlan mem = planMemory(g, skip, opts_.reuseMemory);
     out_.plan.transientBytes = std::max(out_.plan.transientBytes, mem.arenaBytes);
 
     std::map<const Value*, int> index;

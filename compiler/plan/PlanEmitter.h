@@ -32,6 +32,8 @@ struct EmitOptions {
   /// initializer found here are read from the file at start (InitKind::File); all other
   /// initial data is copied into the bundle's data section (InitKind::Data).
   std::map<std::string, int64_t> fileOffsets;
+  /// Off: no two transient tensors share bytes (planMemory's `reuse`).
+  bool reuseMemory = true;
 };
 
 struct EmittedPlan {

@@ -25,6 +25,23 @@ class CliTest(HgpcTestCase):
                     self.assertTrue(err.startswith("hgpc: invalid model: "), err)
                     self.assertEqual(len(err.strip().splitlines()), 1, err)
 
+    def test_no_buffer_reuse_trains_identically_in_a_larger_arena(self):
+        """Without buffer sharing the plan is the same computation: 20 CPU steps give the same
+        weights bit for bit, and the arena is larger (every intermediate keeps its bytes)."""
+        saved, arenas = [], []
+        for name, args in (("shared", []), ("own", ["--no-buffer-reuse"])):
+            exe = self.path(name)
+            code, _, err = run([HGPC, "compile", LENET, "-o", exe, "--batch", "16", *args])
+            self.assertEqual(code, 0, err)
+            arenas.append(float(err.split("arena ")[1].split(" MiB")[0]))
+            out = self.path(name + ".onnx")
+            code, _, err = run([exe, "--data", "synthetic:64", "--steps", "20", "--device", "cpu",
+                                "--progress", "none", "--save", out])
+            self.assertEqual(code, 0, err)
+            saved.append(open(out, "rb").read())
+        self.assertEqual(saved[0], saved[1])
+        self.assertGreater(arenas[1], arenas[0])
+
     def test_usage_errors_exit_2(self):
         for args in (["compile"], ["compile", "/no/such/model.onnx"], ["frobnicate"],
                      ["compile", LENET, "--batch", "x"], ["compile", LENET, "--emit", "asm"],
