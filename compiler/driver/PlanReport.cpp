@@ -4,6 +4,7 @@
 #include "compiler/schedule/StreamSchedule.h"
 
 #include <cstdio>
+#include <optional>
 #include <set>
 
 namespace hgp {
@@ -22,15 +23,33 @@ std::string where(const Plan& plan, const PlanStep& s) {
   return format("%c+%lld", t.storage == StorageClass::Persistent ? 'P' : 'T', (long long)t.offset);
 }
 
+/// The train (or forward) program with its costs and stream schedule.
+struct Scheduled {
+  const PlanProgram* program;
+  ProgramCost cost;
+  StreamSchedule sched;
+};
+
+std::optional<Scheduled> schedule(const Plan& plan, const Target& target,
+                                  const std::string& precision, int maxStreams,
+                                  const CostCalibration& cal) {
+  const PlanProgram* program = plan.findProgram("train");
+  if (!program) program = plan.findProgram("forward");
+  if (!program) return std::nullopt;
+  ProgramCost cost = programCost(target, plan, *program, precision, cal);
+  StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
+  return Scheduled{program, std::move(cost), std::move(sched)};
+}
+
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os) {
-  const PlanProgram* program = plan.findProgram("train");
-  if (!program) program = plan.findProgram("forward");
-  if (!program) return;
-  ProgramCost cost = programCost(target, plan, *program, precision, cal);
-  StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
+  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
+  if (!sc) return;
+  const PlanProgram* program = sc->program;
+  const ProgramCost& cost = sc->cost;
+  const StreamSchedule& sched = sc->sched;
   os << format("plan %s batch %lld target %s (%s: %d SMs, %.0f GB/s, %s %.1f TFLOP/s) precision %s\n",
                plan.modelName.c_str(), (long long)plan.meta.getInt("batch"), target.name.c_str(),
                target.description.c_str(), target.sms, target.memBandwidth / 1e9,
@@ -70,12 +89,12 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
 
 void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
                   int maxStreams, const CostCalibration& cal, std::ostream& os) {
-  const PlanProgram* program = plan.findProgram("train");
-  if (!program) program = plan.findProgram("forward");
-  if (!program) return;
-  ProgramCost cost = programCost(target, plan, *program, precision, cal);
-  StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
-  std::vector<std::vector<int>> deps = reducedDependencies(plan, *program);
+  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
+  if (!sc) return;
+  const PlanProgram* program = sc->program;
+  const ProgramCost& cost = sc->cost;
+  const StreamSchedule& sched = sc->sched;
+  const std::vector<std::vector<int>>& deps = sched.dependencies;
   std::set<std::pair<int, int>> events;
   for (const StreamSchedule::Event& e : sched.events) events.insert({e.from, e.to});
   auto quoted = [](const std::string& s) {

@@ -74,7 +74,8 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
                                const ProgramCost& cost, int maxStreams) {
   StreamSchedule s;
   size_t n = program.steps.size();
-  std::vector<std::vector<int>> deps = reducedDependencies(plan, program, &s.dependencyEdges);
+  s.dependencies = reducedDependencies(plan, program, &s.dependencyEdges);
+  const std::vector<std::vector<int>>& deps = s.dependencies;
   for (const auto& d : deps) s.reducedEdges += d.size();
   maxStreams = std::max(1, maxStreams);
   s.stream.assign(n, 0);

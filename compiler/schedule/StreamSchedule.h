@@ -31,6 +31,8 @@ struct StreamSchedule {
   /// down, and with the analyzer's sharing rule for kernels that overlap in time.
   double idealSeconds = 0, sharedSeconds = 0;
   size_t dependencyEdges = 0, reducedEdges = 0;
+  /// Each step's direct dependencies after transitive reduction (reducedDependencies).
+  std::vector<std::vector<int>> dependencies;
 };
 
 /// The direct dependencies of every step (indices of earlier steps), transitively reduced.
