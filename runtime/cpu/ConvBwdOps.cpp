@@ -3,7 +3,8 @@
 // The data gradient is col2vol(W_g^T x dY_g) per image and group; the filter gradient sums
 // dY_g x col^T over the images. To keep results independent of the thread count, the filter
 // gradient always splits the batch into the same chunks and adds the chunks' partial sums in
-// order. Depthwise convolutions use direct loops.
+// order. Depthwise convolutions use direct loops. ConvBwdFilter with accumulate=1 (a batch slice
+// after the first, compiler/schedule/BatchSlicing.h) adds its sum to what dW holds.
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Im2col.h"
 
@@ -159,7 +160,14 @@ Status execConvBwdFilter(KernelArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], wShape, "dW"));
   ConvGeometry g;
   HGP_TRY(readConvGeometry(a, *a.in[0].shape, wShape, *a.in[1].shape, /*checkOutput=*/true, g));
-  convBackwardFilter(g, a.in[0].f32(), a.in[1].f32(), a.out[0].f32());
+  if (!a.attrs().getInt("accumulate", 0)) {
+    convBackwardFilter(g, a.in[0].f32(), a.in[1].f32(), a.out[0].f32());
+    return Status::ok();
+  }
+  std::vector<float> sum(size_t(a.out[0].numel()));
+  convBackwardFilter(g, a.in[0].f32(), a.in[1].f32(), sum.data());
+  float* dw = a.out[0].f32();
+  for (size_t i = 0; i < sum.size(); ++i) dw[i] += sum[i];
   return Status::ok();
 }
 

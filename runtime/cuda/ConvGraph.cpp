@@ -109,7 +109,7 @@ Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* 
 
 Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
-               bool deterministic, size_t limit, long only) {
+               bool deterministic, size_t limit, long only, float beta) {
   auto d = std::make_shared<ConvGraphDescriptors>();
   HGP_TRY(tensor(d->x, kX, g.x));
   HGP_TRY(tensor(d->w, kW, g.w));
@@ -128,7 +128,7 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
   HGP_TRY(set(d->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, spatial, g.dilations.data()));
   HGP_CUDNN_TRY(cudnnBackendFinalize(d->conv.d));
 
-  float alpha = 1.f, beta = 0.f;
+  float alpha = 1.f;
   auto bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
   switch (phase) {
   case ConvPhase::Forward:

@@ -50,9 +50,10 @@ private:
 /// The plans cuDNN's heuristics offer for the phase, in heuristic order, leaving out those that
 /// use tensor cores when `allowTf32` is off and the nondeterministic ones when `deterministic` is
 /// on, and those that fail to finalize. At most `limit` plans; with `only` set, just the
-/// candidate at that position of the heuristic list (none if it no longer qualifies).
+/// candidate at that position of the heuristic list (none if it no longer qualifies). `beta`
+/// scales what the result held before (1: accumulate into it).
 Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
-               bool deterministic, size_t limit, long only = -1);
+               bool deterministic, size_t limit, long only = -1, float beta = 0.f);
 
 } // namespace hgp::cuda

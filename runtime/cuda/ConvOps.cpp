@@ -5,7 +5,9 @@
 // limit) and the first engines cuDNN's graph-API heuristics offer (ConvGraph.h) are timed on the
 // layer's own buffers, the fastest (deterministic ones only with --deterministic) wins, and the
 // choice goes into the tuning cache. 1-D convolutions run as 2-D ones with a height of 1. Bias is
-// added by a kernel (ConvBias.cu).
+// added by a kernel (ConvBias.cu). ConvBwdFilter with accumulate=1 (a batch slice after the
+// first) runs with beta = 1, adding to dW, and times its candidates on a scratch dW so that the
+// timing does not clobber the sum so far.
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
@@ -45,6 +47,7 @@ struct ConvState final : StepState {
   std::unique_ptr<ConvGraphPlan> graph;
   ConvGeometry geom;
   size_t workspace = 0;
+  float beta = 0.f; ///< 1 when the phase adds to its result (accumulate=1)
   ~ConvState() override {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
@@ -176,7 +179,7 @@ bool runPhase(CudaArgs& a, ConvState& s, Phase phase, const ConvGraphPlan* plan,
 Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* wp, void* yp,
                        void* scratch, size_t scratchBytes) {
   auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32, a.ctx.deterministic,
-                              kGraphCandidates);
+                              kGraphCandidates, -1, s.beta);
   if (!plans) return Status::ok();
   double best = timeRuns(a.stream, [&] { return runPhase(a, s, phase, nullptr, xp, wp, yp, scratch); });
   for (auto& plan : *plans) {
@@ -215,7 +218,7 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     }
     if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
       auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32,
-                                  a.ctx.deterministic, 1, index);
+                                  a.ctx.deterministic, 1, index, s.beta);
       if (plans && !plans->empty()) {
         s.graph = std::move(plans->front());
         s.workspace = size_t(s.graph->workspace());
@@ -308,14 +311,26 @@ Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, 
 Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy, const DeviceTensor& dw) {
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
+    s.beta = a.attrs().getInt("accumulate", 0) ? 1.f : 0.f;
     HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape));
-    HGP_TRY(choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, dw.data, dy.data));
+    // Timing writes the result; an accumulating phase must keep the sum so far, so it times on
+    // a scratch copy of dW's shape.
+    void* target = dw.data;
+    if (s.beta != 0.f) {
+      HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel()) * sizeof(float)));
+    }
+    Status st = choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, target, dy.data);
+    if (target != dw.data) {
+      cudaError_t e = cudaFree(target);
+      if (st && e != cudaSuccess) st = cudaError(e, "cudaFree", __FILE__, __LINE__);
+    }
+    HGP_TRY(st);
     s.ready = true;
   }
   if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, dw.data, dy.data, a.ctx.workspace);
   HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data, s.conv,
                                                cudnnConvolutionBwdFilterAlgo_t(s.algo), a.ctx.workspace,
-                                               s.workspace, &kZero, s.w, dw.data));
+                                               s.workspace, s.beta != 0.f ? &kOne : &kZero, s.w, dw.data));
   return Status::ok();
 }
 
