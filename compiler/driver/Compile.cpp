@@ -103,6 +103,15 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+
+  // ---- Issue 5: intra-layer split and micro-batch pipeline, on the memory-planned plan. ----
+  SliceOptions so = o.slicing;
+  so.precision = o.precision;
+  so.maxStreams = o.maxStreams;
+  c.slicing = sliceBatches(c.emitted.plan, so);
+  if (Status st = c.emitted.plan.validate(); !st)
+    return Status(ErrorCode::Internal, "the split and pipelined plan is invalid: " + st.message());
+  // ---- (the stream schedule follows here) ----
   return c;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/schedule/BatchSlicing.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
 #include "runtime/bundle/Bundle.h"
@@ -35,6 +36,11 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// The intra-layer split and the micro-batch pipeline (--no-split, --no-pipeline,
+  /// --split-width, --pipeline-depth; the analyzer's target and precision).
+  SliceOptions slicing;
+  /// --max-streams: the most streams the stream schedule may use (1: the plain single stream).
+  int maxStreams = 4;
 };
 
 struct Compilation {
@@ -42,6 +48,8 @@ struct Compilation {
   std::unique_ptr<Graph> forward; ///< As imported and canonicalized.
   std::unique_ptr<Graph> train, eval;
   EmittedPlan emitted;
+  /// What the split and the pipeline did to each program's steps.
+  SliceResult slicing;
   PassContext ctx;
 };
 

@@ -1,10 +1,12 @@
 // Main.cpp - the hgpc command-line tool.
 //
 //   hgpc inspect MODEL.onnx [--batch N]
-//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [slicing options] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
 //             [--precision fp32|tf32]
-//             [training options]
+//             [slicing options] [training options]
+//   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
+//   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
 // error (docs/exit-codes.md).
@@ -71,16 +73,36 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
                   "steps between metric read-backs (the on-device ring's size)");
 }
 
+/// The batch-slicing flags, shared by `compile` and `plan`.
+void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
+  cmd->add_flag_function("--no-split", [&s](int64_t) { s.split = false; },
+                "no intra-layer split into concurrent sub-batches");
+  cmd->add_flag_function("--no-pipeline", [&s](int64_t) { s.pipeline = false; },
+                "no micro-batch pipeline over runs of per-sample layers");
+  cmd->add_option("--split-width", s.width,
+                  "testing: split every splittable step into K sub-batches (default: the "
+                  "analyzer's choice per step)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--pipeline-depth", s.depth,
+                  "testing: pipeline every run of per-sample steps over M micro-batches "
+                  "(default: the analyzer's stage size)")
+      ->check(CLI::Range(1, 64));
+}
+
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
             const CostCalibration& cal, bool dot) {
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
+  o.slicing.target = &*target;
+  o.slicing.cal = cal;
+  o.maxStreams = maxStreams;
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   if (dot)
     printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
   else
-    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout,
+                    &compiled->slicing);
   return 0;
 }
 
@@ -153,6 +175,15 @@ int main(int argc, char** argv) {
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  std::string compileTarget = "auto";
+  compile->add_option("--target", compileTarget,
+                      "the GPU whose analysis chooses split widths and pipeline depths: h200, "
+                      "h100, a100, v100, t4, l4 or auto (the local GPU; with none, nothing is "
+                      "split unless forced)");
+  compile->add_option("--max-streams", co.maxStreams,
+                      "streams the schedule may use (1: one stream)")
+      ->check(CLI::Range(1, 64));
+  addSlicingOptions(compile, co.slicing);
   addTrainingOptions(compile, co.train);
 
   std::string target = "auto";
@@ -176,6 +207,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  addSlicingOptions(plan, co.slicing);
   addTrainingOptions(plan, co.train);
 
   try {
@@ -200,6 +232,9 @@ int main(int argc, char** argv) {
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";
   co.reuseMemory = !noReuse;
+  Expected<Target> compileGpu = findTarget(compileTarget);
+  if (compileGpu) co.slicing.target = &*compileGpu;
+  else if (compileTarget != "auto") return fail(compileGpu.status());
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {
     e = passes.find(',', b);
     if (e == std::string::npos) e = passes.size();

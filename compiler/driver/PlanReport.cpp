@@ -1,6 +1,5 @@
 #include "compiler/driver/PlanReport.h"
 
-#include "compiler/schedule/SplitWidth.h"
 #include "compiler/schedule/StreamSchedule.h"
 
 #include <cstdio>
@@ -44,10 +43,16 @@ std::optional<Scheduled> schedule(const Plan& plan, const Target& target,
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, const CostCalibration& cal, std::ostream& os) {
+                     int maxStreams, const CostCalibration& cal, std::ostream& os,
+                     const SliceResult* slicing) {
   std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
   if (!sc) return;
   const PlanProgram* program = sc->program;
+  const std::vector<StepSlicing>* split = nullptr;
+  if (slicing) {
+    auto it = slicing->programs.find(program->name);
+    if (it != slicing->programs.end() && it->second.size() == program->steps.size()) split = &it->second;
+  }
   const ProgramCost& cost = sc->cost;
   const StreamSchedule& sched = sc->sched;
   os << format("plan %s batch %lld target %s (%s: %d SMs, %.0f GB/s, %s %.1f TFLOP/s) precision %s\n",
@@ -59,12 +64,18 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   for (size_t i = 0; i < program->steps.size(); ++i) {
     const PlanStep& s = program->steps[i];
     const StepCost& c = cost.steps[i];
-    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s\n", i,
-                 opName(s.op), sched.stream[i], chooseSplitWidth(target, plan, s, precision, 1.05, cal), 1, (long long)c.launch.blocks, c.launch.threads,
+    StepSlicing sl = split ? (*split)[i] : StepSlicing{};
+    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s%s\n", i,
+                 opName(s.op), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks, c.launch.threads,
                  c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
                  c.bytes / 1e6, c.seconds * 1e6,
-                 where(plan, s).c_str(), s.loc.c_str(), c.onCriticalPath ? " *" : "");
+                 where(plan, s).c_str(), s.loc.c_str(),
+                 sl.width * sl.depth > 1 ? format(" #%d/%d", sl.micro * sl.width + sl.part, sl.width * sl.depth).c_str() : "",
+                 c.onCriticalPath ? " *" : "");
   }
+  if (slicing)
+    os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
+                 "micro-batches\n", slicing->splitSteps, slicing->pipelines);
   os << format("streams %d (at most %d), events %zu (dependencies %zu, %zu after transitive "
                "reduction)\n", sched.streams, maxStreams, sched.events.size(),
                sched.dependencyEdges, sched.reducedEdges);

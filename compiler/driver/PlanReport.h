@@ -2,14 +2,15 @@
 //
 // For every step of the train program: its op (which names the phase: Conv, ConvBwdData,
 // ConvBwdFilter, ...), stream (StreamSchedule.h), algorithm ("auto": chosen by timing on the
-// GPU at the first run), the sub-batch width the analyzer predicts pays (SplitWidth.h; reported,
-// not yet applied by the CUDA backend), the pipeline depth (1 until that pass exists), the estimated launch
-// shape and occupancy, the predicted time and the memory offset of its result; then the streams,
+// GPU at the first run), the step's sub-batch width and its run's micro-batch pipeline depth as
+// BatchSlicing.h applied them (1 and 1 for a step left whole), the estimated launch shape and
+// occupancy, the predicted time and the memory offset of its result; then the streams,
 // events, peak memory, the predicted iteration time and the critical path. Golden copies live in
 // tests/plans/, so that a change to the analyses shows up in review.
 #pragma once
 
 #include "compiler/analysis/CostModel.h"
+#include "compiler/schedule/BatchSlicing.h"
 
 #include <ostream>
 
@@ -21,8 +22,10 @@ namespace hgp {
 void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
                   int maxStreams, const CostCalibration& cal, std::ostream& os);
 
-/// Schedules the train (or forward) program over at most `maxStreams` streams and prints it.
+/// Schedules the train (or forward) program over at most `maxStreams` streams and prints it;
+/// `slicing` (from sliceBatches) fills the width and depth columns.
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, const CostCalibration& cal, std::ostream& os);
+                     int maxStreams, const CostCalibration& cal, std::ostream& os,
+                     const SliceResult* slicing = nullptr);
 
 } // namespace hgp
