@@ -48,10 +48,11 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
   if (!sc) return;
   const PlanProgram* program = sc->program;
-  const std::vector<StepSlicing>* split = nullptr;
+  const ProgramSlicing* sliced = nullptr;
   if (slicing) {
     auto it = slicing->programs.find(program->name);
-    if (it != slicing->programs.end() && it->second.size() == program->steps.size()) split = &it->second;
+    if (it != slicing->programs.end() && it->second.steps.size() == program->steps.size())
+      sliced = &it->second;
   }
   const ProgramCost& cost = sc->cost;
   const StreamSchedule& sched = sc->sched;
@@ -64,7 +65,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   for (size_t i = 0; i < program->steps.size(); ++i) {
     const PlanStep& s = program->steps[i];
     const StepCost& c = cost.steps[i];
-    StepSlicing sl = split ? (*split)[i] : StepSlicing{};
+    StepSlicing sl = sliced ? sliced->steps[i] : StepSlicing{};
     os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s%s\n", i,
                  opName(s.op), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks, c.launch.threads,
                  c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
@@ -73,9 +74,9 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
                  sl.width * sl.depth > 1 ? format(" #%d/%d", sl.micro * sl.width + sl.part, sl.width * sl.depth).c_str() : "",
                  c.onCriticalPath ? " *" : "");
   }
-  if (slicing)
+  if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
-                 "micro-batches\n", slicing->splitSteps, slicing->pipelines);
+                 "micro-batches\n", sliced->splitSteps, sliced->pipelines);
   os << format("streams %d (at most %d), events %zu (dependencies %zu, %zu after transitive "
                "reduction)\n", sched.streams, maxStreams, sched.events.size(),
                sched.dependencyEdges, sched.reducedEdges);

@@ -80,7 +80,7 @@ public:
       ops_[i] = batchOperands(plan_, steps[i], batch_);
       if (ops_[i] && !eligible(steps[i], *ops_[i], 2)) ops_[i].reset();
       if (ops_[i] && o_.target && (steps[i].op == OpKind::Conv || steps[i].op == OpKind::ConvBwdData))
-        analyzed_[i] = chooseSplitWidth(*o_.target, plan_, steps[i], o_.precision, o_.minGain, o_.cal);
+        analyzed_[i] = analyzerWidth(steps[i]);
     }
     steps_ = &steps;
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -149,9 +149,24 @@ private:
       if (t < best * (1 - 1e-9)) best = t;
       else use[s] = false;
     }
-    assemble(use, prog, &r_.programs[prog.name]);
+    ProgramSlicing& ps = r_.programs[prog.name];
+    assemble(use, prog, &ps.steps);
     for (size_t s = 0; s < segments_.size(); ++s)
-      if (use[s]) r_.splitSteps += segments_[s].split, r_.pipelines += segments_[s].pipelined;
+      if (use[s]) ps.splitSteps += segments_[s].split, ps.pipelines += segments_[s].pipelined;
+  }
+
+  /// The analyzer's width for a convolution phase (chooseSplitWidth), among the widths the
+  /// stream pool can run at once.
+  int analyzerWidth(const PlanStep& s) const {
+    const Target& t = *o_.target;
+    double whole = splitSeconds(t, plan_, s, 1, o_.precision, o_.cal), best = whole;
+    int width = 1;
+    for (int k : kSplitWidths) {
+      if (k < 2 || k > o_.maxStreams) continue;
+      double sec = splitSeconds(t, plan_, s, k, o_.precision, o_.cal);
+      if (sec > 0 && sec < best) best = sec, width = k;
+    }
+    return whole > 0 && best * o_.minGain <= whole ? width : 1;
   }
 
   /// Whether two whole steps must keep their order: one writes bytes the other reads or writes.

@@ -60,11 +60,15 @@ struct StepSlicing {
   int micro = 0, part = 0;  ///< Which micro-batch, and which of its `width` parts.
 };
 
+/// What the transformation did to one program.
+struct ProgramSlicing {
+  std::vector<StepSlicing> steps; ///< One entry per step of the transformed program.
+  int splitSteps = 0;             ///< Steps replaced by slices.
+  int pipelines = 0;              ///< Runs pipelined over micro-batches.
+};
+
 struct SliceResult {
-  /// Per program, one entry per step of the transformed program.
-  std::map<std::string, std::vector<StepSlicing>> programs;
-  int splitSteps = 0; ///< Steps replaced by slices.
-  int pipelines = 0;  ///< Runs pipelined over micro-batches.
+  std::map<std::string, ProgramSlicing> programs;
 };
 
 /// How a step's operands carry the batch, for a step the transformation may slice: which inputs

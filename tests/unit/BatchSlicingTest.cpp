@@ -3,6 +3,7 @@
 // order, orders kept where the memory plan shares bytes) and, on the CPU backend, that the
 // transformed program computes what the original does.
 #include "compiler/schedule/BatchSlicing.h"
+#include "compiler/schedule/StreamSchedule.h"
 #include "runtime/Backend.h"
 
 #include <gtest/gtest.h>
@@ -144,8 +145,8 @@ TEST(BatchSlicing, SplitMakesKSlicesOverContiguousRows) {
   // conv x2, relu x2, bwd-data x2, bwd-filter x2, then the barrier, which no later step
   // depends on, so it waits until the end of the run.
   ASSERT_EQ(steps.size(), 9u) << printPlan(p);
-  EXPECT_EQ(r.splitSteps, 4);
-  EXPECT_EQ(r.pipelines, 0);
+  EXPECT_EQ(r.programs["train"].splitSteps, 4);
+  EXPECT_EQ(r.programs["train"].pipelines, 0);
   for (int j = 0; j < 2; ++j) {
     const PlanStep& conv = stepAt(p, size_t(j));
     ASSERT_EQ(conv.op, OpKind::Conv);
@@ -156,13 +157,13 @@ TEST(BatchSlicing, SplitMakesKSlicesOverContiguousRows) {
     EXPECT_EQ(ys.offset, 2048 + j * 1024);
     EXPECT_EQ(ys.storage, StorageClass::Transient);
     EXPECT_EQ(conv.inputs[1], n.w) << "the weights stay whole";
-    EXPECT_EQ(r.programs["train"][size_t(j)].width, 2);
-    EXPECT_EQ(r.programs["train"][size_t(j)].part, j);
+    EXPECT_EQ(r.programs["train"].steps[size_t(j)].width, 2);
+    EXPECT_EQ(r.programs["train"].steps[size_t(j)].part, j);
   }
   EXPECT_EQ(stepAt(p, 2).op, OpKind::Relu);
   EXPECT_EQ(stepAt(p, 8).op, OpKind::ReduceSum);
   EXPECT_EQ(stepAt(p, 8).inputs, (std::vector<int>{n.r})) << "the barrier reads the whole tensor";
-  EXPECT_EQ(r.programs["train"][8].width, 1);
+  EXPECT_EQ(r.programs["train"].steps[8].width, 1);
   for (int j = 0; j < 2; ++j) {
     const PlanStep& bd = stepAt(p, size_t(4 + j));
     ASSERT_EQ(bd.op, OpKind::ConvBwdData);
@@ -187,7 +188,7 @@ TEST(BatchSlicing, PipelineRunsMicroBatchIOfEveryLayerBeforeIPlusOne) {
   SliceResult r = sliceBatches(p, forced(0, 2));
   std::vector<std::string> order;
   for (size_t i = 0; i < p.programs[0].steps.size(); ++i) {
-    const StepSlicing& s = r.programs["train"][i];
+    const StepSlicing& s = r.programs["train"].steps[i];
     order.push_back(std::string(opName(stepAt(p, i).op)) + "#" + std::to_string(s.micro) + "/" +
                     std::to_string(s.depth));
   }
@@ -197,7 +198,7 @@ TEST(BatchSlicing, PipelineRunsMicroBatchIOfEveryLayerBeforeIPlusOne) {
                                    "ConvBwdFilter#0/2", "Conv#1/2",        "Relu#1/2",
                                    "ConvBwdData#1/2", "ConvBwdFilter#1/2", "ReduceSum#0/1"};
   EXPECT_EQ(order, want) << printPlan(p);
-  EXPECT_EQ(r.pipelines, 1);
+  EXPECT_EQ(r.programs["train"].pipelines, 1);
 }
 
 TEST(BatchSlicing, SplitAndPipelinedStepsComputeWhatTheWholeStepDoes) {
@@ -258,7 +259,7 @@ TEST(BatchSlicing, BarriersAndUnsplittableOperandsStayWhole) {
   Plan p = b.plan;
   SliceResult r = sliceBatches(p, forced(2, 2));
   EXPECT_EQ(printPlan(p), printPlan(b.plan));
-  EXPECT_EQ(r.splitSteps, 0);
+  EXPECT_EQ(r.programs["train"].splitSteps, 0);
   EXPECT_FALSE(batchOperands(p, stepAt(p, 2), 4).has_value());
 }
 
@@ -280,14 +281,66 @@ TEST(BatchSlicing, ElementwiseBroadcastOperandsStayWhole) {
   expectClose(runCpu(p, in, {y}), runCpu(b.plan, in, {y}));
 }
 
+TEST(BatchSlicing, SlicesOfOneTensorAreIndependentForTheStreamSchedule) {
+  ConvNet n;
+  Plan p = n.b.plan;
+  sliceBatches(p, forced(2, 0));
+  // Steps 0 and 1 are the two conv slices, 2 and 3 the relu slices.
+  auto deps = reducedDependencies(p, p.programs[0]);
+  EXPECT_TRUE(deps[1].empty()) << "conv slice 1 does not wait for slice 0";
+  EXPECT_EQ(deps[2], (std::vector<int>{0}));
+  EXPECT_EQ(deps[3], (std::vector<int>{1}));
+  Target t = *findTarget("h200");
+  ProgramCost cost = programCost(t, p, p.programs[0], "tf32");
+  StreamSchedule s = scheduleStreams(t, p, p.programs[0], cost, 2);
+  EXPECT_NE(s.stream[0], s.stream[1]);
+  // The filter gradient's slices add into one dW: the second waits for the first.
+  EXPECT_EQ(stepAt(p, 7).attrs.getInt("accumulate", 0), 1);
+  EXPECT_NE(std::find(deps[7].begin(), deps[7].end(), 6), deps[7].end());
+}
+
+TEST(BatchSlicing, TheAnalyzersChoicesNeverSlowTheScheduleDown) {
+  // ResNet-18's layer4.0 at 28x28, batch 32: relu, then a strided 3x3 conv 256 -> 512 on 7x7
+  // (few output tiles: the analyzer splits it 8 ways). What is kept must not make the predicted
+  // schedule slower than the plain program's; with 8 streams the split is kept, with one it
+  // cannot pay.
+  PlanBuilder b;
+  b.plan.meta.setInt("batch", 32);
+  int64_t in = 32 * 256 * 49 * 4;
+  int x = b.tensor("x", {32, 256, 7, 7}, 0);
+  int w = b.tensor("w", {512, 256, 3, 3}, 0, StorageClass::Persistent, TensorRole::Param);
+  int r = b.tensor("r", {32, 256, 7, 7}, in);
+  int y = b.tensor("y", {32, 512, 4, 4}, 2 * in);
+  AttrMap strided = convAttrs();
+  strided.setInts("strides", {2, 2});
+  b.step(OpKind::Relu, {x}, {r});
+  b.step(OpKind::Conv, {r, w}, {y}, strided);
+  Target t = *findTarget("h200");
+  for (int streams : {1, 8}) {
+    SliceOptions o;
+    o.target = &t;
+    o.maxStreams = streams;
+    Plan p = b.plan;
+    SliceResult res = sliceBatches(p, o);
+    auto predicted = [&](const Plan& q) {
+      ProgramCost c = programCost(t, q, q.programs[0], "tf32");
+      return scheduleStreams(t, q, q.programs[0], c, streams).sharedSeconds;
+    };
+    EXPECT_LE(predicted(p), predicted(b.plan)) << streams << " streams";
+    if (streams == 1) EXPECT_EQ(res.programs["train"].splitSteps, 0) << "one stream cannot overlap slices";
+    else EXPECT_GT(res.programs["train"].splitSteps, 0);
+    ASSERT_TRUE(p.validate().isOk());
+  }
+}
+
 TEST(BatchSlicing, WithoutATargetNothingIsSplitUnlessForced) {
   ConvNet n;
   Plan p = n.b.plan;
   SliceResult r = sliceBatches(p, SliceOptions{});
   EXPECT_EQ(printPlan(p), printPlan(n.b.plan));
-  EXPECT_EQ(r.splitSteps, 0);
-  ASSERT_EQ(r.programs["train"].size(), p.programs[0].steps.size());
-  for (const StepSlicing& s : r.programs["train"]) EXPECT_EQ(s.width * s.depth, 1);
+  EXPECT_EQ(r.programs["train"].splitSteps, 0);
+  ASSERT_EQ(r.programs["train"].steps.size(), p.programs[0].steps.size());
+  for (const StepSlicing& s : r.programs["train"].steps) EXPECT_EQ(s.width * s.depth, 1);
 }
 
 } // namespace
