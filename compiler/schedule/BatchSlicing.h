@@ -18,7 +18,8 @@
 // stages' i + 1. Barriers in the middle of a run that no later member depends on move after it.
 //
 // Where the widths and depths come from: forced by flags (tests), or by the analyzer. Its width
-// for a convolution phase (SplitWidth.h) is a step's k; a run's depth m is the largest width it
+// for a convolution phase (SplitWidth.h, among widths the stream pool can run at once) is a
+// step's k; a run's depth m is the largest width it
 // picks in the run (the stage size), the run's steps then running whole per stage. A run keeps
 // the analyzer's slicing only where the stream schedule of the program (StreamSchedule.h, under
 // the cost model) is predicted to be faster with it than without, taking runs in program order.
