@@ -9,7 +9,8 @@ too, in about 20 s of CPU time, too slow for `make test`).
 
 Each case compiles a model twice, with `--split-width 2 --pipeline-depth 2` and with
 `--max-streams 1 --no-split --no-pipeline`, trains 3 steps of the same data in file order, and
-compares the per-step losses and every saved tensor (weights and BN running statistics).
+compares the per-step losses, the evaluation after them (loss and accuracy) and every saved
+tensor (weights and BN running statistics).
 
 HGP_SLICING_DEVICE=cuda runs both on CUDA instead (tests/gpu/slicing_cuda.py, label gpu), with
 --deterministic and a tolerance of 1e-4: cuDNN picks other algorithms for the slices' shapes,
@@ -87,21 +88,28 @@ class SlicingTest(HgpcTestCase):
     def train(self, model, batch, args, name):
         exe = self.compile(model, out=name, args=["--batch", str(batch), *TRAIN, *args])
         saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
-        code, _, err = run([exe, "--data", self.data(3 * batch), "--steps", "3", "--shuffle", "off",
+        data = self.data(3 * batch)
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
                             *RUN, "--metrics", metrics, "--save", saved,
                             "--progress", "none"])
         self.assertEqual(code, 0, err)
-        losses = [r["loss"] for r in read_jsonl(metrics) if "eval" not in r]
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
         tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
-        return losses, tensors
+        return losses, evals, tensors
 
     def check(self, model, batch):
         self.assertGreater(self.sliced_steps(model, batch, SPLIT), 0, "nothing was split")
         self.assertEqual(self.sliced_steps(model, batch, PLAIN), 0)
-        plain_losses, plain = self.train(model, batch, PLAIN, "plain")
-        split_losses, split = self.train(model, batch, SPLIT, "split")
+        plain_losses, plain_evals, plain = self.train(model, batch, PLAIN, "plain")
+        split_losses, split_evals, split = self.train(model, batch, SPLIT, "split")
         self.assertEqual(len(plain_losses), 3)
         numpy.testing.assert_allclose(split_losses, plain_losses, rtol=RTOL)
+        # The eval program (inference-mode BN, which splits too) after the 3 steps.
+        self.assertEqual(len(plain_evals), 1)
+        numpy.testing.assert_allclose(split_evals[0][0], plain_evals[0][0], rtol=RTOL)
+        self.assertEqual(split_evals[0][1], plain_evals[0][1])
         self.assertEqual(plain.keys(), split.keys())
         trained = 0
         for name, want in plain.items():
