@@ -2,6 +2,7 @@
 
 #include "compiler/ir/Clone.h"
 #include "compiler/ir/Printer.h"
+#include "compiler/schedule/AssignStreams.h"
 #include "passes/TrainGraphNames.h"
 
 #include <algorithm>
@@ -103,6 +104,14 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  if (o.maxStreams > 1) {
+    Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
+    if (!target && o.target.empty()) target = findTarget("h200");
+    if (!target) return target.status();
+    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams);
+    c.emitted.plan.meta.setString("target", target->name);
+    c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
+  }
   return c;
 }
 

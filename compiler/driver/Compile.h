@@ -35,6 +35,11 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
+  /// else h200.
+  std::string target;
+  /// Streams each program may use (--max-streams); 1 keeps the plan on one stream.
+  int maxStreams = 4;
 };
 
 struct Compilation {

@@ -1,7 +1,8 @@
 // Main.cpp - the hgpc command-line tool.
 //
 //   hgpc inspect MODEL.onnx [--batch N]
-//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
+//                [--max-streams N] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
 //             [--precision fp32|tf32]
 //             [training options]
@@ -150,6 +151,12 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-buffer-reuse", noReuse,
                     "give every intermediate tensor memory of its own (debugging: all of them "
                     "survive a step; the arena grows)");
+  compile->add_option("--target", co.target,
+                      "the GPU to schedule for: h200, h100, a100, v100, t4, l4 or auto (default: "
+                      "the local GPU if hgpc knows it, else h200)");
+  compile->add_option("--max-streams", co.maxStreams,
+                      "streams each program may use (1: everything on one stream)")
+      ->check(CLI::Range(1, kMaxPlanStreams));
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
@@ -173,7 +180,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, kMaxPlanStreams));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   addTrainingOptions(plan, co.train);
@@ -192,6 +199,8 @@ int main(int argc, char** argv) {
   co.modelPath = model;
   co.batch = batch;
   if (plan->parsed()) {
+    co.target = target;
+    co.maxStreams = maxStreams;
     CostCalibration cal;
     if (calibration.size() == 3)
       cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
