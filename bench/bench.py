@@ -8,7 +8,7 @@ optionally torch.compile): forward, cross-entropy, backward, SGD(momentum 0.9, w
 storage with TF32 on. It prints a table and writes results.json and results.md to --out.
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
-        [--torch-modes eager,graph,compile] [--steps 160] [--op-times]
+        [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
@@ -28,6 +28,10 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(__file__))
 from models import CASES, make  # noqa: E402
+
+
+# The plain plan the scheduling passes are measured against: one stream, no splits, no pipeline.
+SINGLE_STREAM = ("--max-streams", "1")
 
 
 def torch_step_ms(name, batch, mode, iters=30, reps=5):
@@ -155,17 +159,17 @@ def torch_kernel_summary(name, batch, top=14):
     return out
 
 
-def hgpc_case(hgpc, name, batch, work, steps, op_times=None):
+def hgpc_case(hgpc, name, batch, work, steps, op_times=None, extra=(), tag=""):
     onnx_path = os.path.join(work, "%s.onnx" % name)
     if not os.path.exists(onnx_path):
         how = export(name, onnx_path)
     else:
         how = "cached"
-    exe = os.path.join(work, "%s-b%d" % (name, batch))
+    exe = os.path.join(work, "%s-b%d%s" % (name, batch, tag))
     t0 = time.time()
     p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch),
                         "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9",
-                        "--weight-decay", "5e-4", "--metrics-every", "16"],
+                        "--weight-decay", "5e-4", "--metrics-every", "16"] + list(extra),
                        capture_output=True, text=True)
     compile_s = time.time() - t0
     if p.returncode != 0:
@@ -202,6 +206,9 @@ def main():
     ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     ap.add_argument("--op-times", action="store_true", help="also write optimes.txt")
+    ap.add_argument("--single-stream", action="store_true",
+                    help="also time hgpc's plan on one stream (--max-streams 1), for the "
+                         "scheduling gain")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="hgpc-bench-")
     os.makedirs(work, exist_ok=True)
@@ -223,6 +230,14 @@ def main():
                 breakdown += summarize_hgpc_op_times(ot)
         except Exception as e:  # noqa: BLE001
             r["hgpc_error"] = str(e)
+        if args.single_stream:
+            try:
+                r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                             extra=SINGLE_STREAM, tag="-1s")
+                if "hgpc" in r:
+                    r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_single_error"] = str(e)
         for mode in args.torch_modes.split(","):
             try:
                 ms, peak = torch_step_ms(name, batch, mode)
@@ -242,13 +257,18 @@ def main():
         results.append(r)
         print(json.dumps(r), flush=True)
     json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
-    lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join("torch %s ms" % m for m in args.torch_modes.split(","))
+    single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
+    lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s |",
-             "|---" * (7 + len(args.torch_modes.split(","))) + "|"]
+             "|---" * (7 + len(single) + len(args.torch_modes.split(","))) + "|"]
     for r in results:
         h = r.get("hgpc")
         cells = ["%s b%d" % (r["model"], r["batch"]),
                  "%.3f" % h["ms"] if h else "error", "%.0f" % (r["batch"] / h["ms"] * 1000) if h else ""]
+        if args.single_stream:
+            h1 = r.get("hgpc_single")
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r["stream_gain"] if "stream_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
             cells.append("%.3f" % t["ms"] if t else "error")

@@ -2,6 +2,7 @@
 
 #include "compiler/ir/Clone.h"
 #include "compiler/ir/Printer.h"
+#include "compiler/schedule/AssignStreams.h"
 #include "passes/TrainGraphNames.h"
 
 #include <algorithm>
@@ -103,15 +104,24 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
+  if (!target && o.target.empty()) target = findTarget("h200");
+  if (!target) return target.status();
 
   // ---- Issue 5: intra-layer split and micro-batch pipeline, on the memory-planned plan. ----
   SliceOptions so = o.slicing;
+  so.target = &*target;
   so.precision = o.precision;
   so.maxStreams = o.maxStreams;
   c.slicing = sliceBatches(c.emitted.plan, so);
   if (Status st = c.emitted.plan.validate(); !st)
     return Status(ErrorCode::Internal, "the split and pipelined plan is invalid: " + st.message());
-  // ---- (the stream schedule follows here) ----
+
+  if (o.maxStreams > 1) {
+    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams);
+    c.emitted.plan.meta.setString("target", target->name);
+    c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
+  }
   return c;
 }
 

@@ -36,10 +36,13 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
+  /// else h200.
+  std::string target;
   /// The intra-layer split and the micro-batch pipeline (--no-split, --no-pipeline,
-  /// --split-width, --pipeline-depth; the analyzer's target and precision).
+  /// --split-width, --pipeline-depth); the analysis plans for `target`.
   SliceOptions slicing;
-  /// --max-streams: the most streams the stream schedule may use (1: the plain single stream).
+  /// Streams each program may use (--max-streams); 1 keeps the plan on one stream.
   int maxStreams = 4;
 };
 

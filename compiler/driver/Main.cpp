@@ -1,7 +1,8 @@
 // Main.cpp - the hgpc command-line tool.
 //
 //   hgpc inspect MODEL.onnx [--batch N]
-//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [slicing options] [training options]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
+//                [--max-streams N] [slicing options] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
 //             [--precision fp32|tf32]
 //             [slicing options] [training options]
@@ -93,9 +94,7 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
             const CostCalibration& cal, bool dot) {
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
-  o.slicing.target = &*target;
   o.slicing.cal = cal;
-  o.maxStreams = maxStreams;
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   if (dot)
@@ -172,17 +171,15 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-buffer-reuse", noReuse,
                     "give every intermediate tensor memory of its own (debugging: all of them "
                     "survive a step; the arena grows)");
+  compile->add_option("--target", co.target,
+                      "the GPU to schedule for: h200, h100, a100, v100, t4, l4 or auto (default: "
+                      "the local GPU if hgpc knows it, else h200)");
+  compile->add_option("--max-streams", co.maxStreams,
+                      "streams each program may use (1: everything on one stream)")
+      ->check(CLI::Range(1, kMaxPlanStreams));
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
-  std::string compileTarget = "auto";
-  compile->add_option("--target", compileTarget,
-                      "the GPU whose analysis chooses split widths and pipeline depths: h200, "
-                      "h100, a100, v100, t4, l4 or auto (the local GPU; with none, nothing is "
-                      "split unless forced)");
-  compile->add_option("--max-streams", co.maxStreams,
-                      "streams the schedule may use (1: one stream)")
-      ->check(CLI::Range(1, 64));
   addSlicingOptions(compile, co.slicing);
   addTrainingOptions(compile, co.train);
 
@@ -204,7 +201,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, kMaxPlanStreams));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   addSlicingOptions(plan, co.slicing);
@@ -224,6 +221,8 @@ int main(int argc, char** argv) {
   co.modelPath = model;
   co.batch = batch;
   if (plan->parsed()) {
+    co.target = target;
+    co.maxStreams = maxStreams;
     CostCalibration cal;
     if (calibration.size() == 3)
       cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
@@ -232,9 +231,6 @@ int main(int argc, char** argv) {
   co.training = !forwardOnly;
   co.referenceWeights = weights == "reference";
   co.reuseMemory = !noReuse;
-  Expected<Target> compileGpu = findTarget(compileTarget);
-  if (compileGpu) co.slicing.target = &*compileGpu;
-  else if (compileTarget != "auto") return fail(compileGpu.status());
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {
     e = passes.find(',', b);
     if (e == std::string::npos) e = passes.size();

@@ -40,6 +40,15 @@ struct Bits {
   }
 };
 
+/// Whether `b` continues the multi-tensor optimizer launch of `a` (the CUDA backend groups
+/// consecutive updates with the same op, attributes and scalar operands on one stream).
+bool sameUpdateLaunch(const PlanStep& a, const PlanStep& b) {
+  bool update = a.op == OpKind::SgdUpdate || a.op == OpKind::AdamUpdate;
+  return update && a.op == b.op && a.attrs == b.attrs && a.inputs.size() == b.inputs.size() &&
+         a.inputs.size() >= 5 && a.inputs[2] == b.inputs[2] && a.inputs[3] == b.inputs[3] &&
+         a.inputs[4] == b.inputs[4];
+}
+
 } // namespace
 
 std::vector<std::vector<int>> reducedDependencies(const Plan& plan, const PlanProgram& program,
@@ -88,9 +97,15 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
     double seconds = cost.steps[i].seconds;
     area += seconds * gpuShare(t, cost.steps[i].launch);
     int chosen = -1, via = -1;
-    for (int j : deps[i])
-      if (tail[size_t(s.stream[size_t(j)])] == j && (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
-        via = j, chosen = s.stream[size_t(j)];
+    // The updates all wait for the finite check over every gradient, so spreading them would
+    // gain nothing and would split their one launch.
+    if (i > 0 && sameUpdateLaunch(program.steps[i - 1], program.steps[i]))
+      chosen = s.stream[i - 1];
+    else
+      for (int j : deps[i])
+        if (tail[size_t(s.stream[size_t(j)])] == j &&
+            (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
+          via = j, chosen = s.stream[size_t(j)];
     if (chosen < 0) {
       if (s.streams < maxStreams) {
         chosen = s.streams++;

@@ -8,10 +8,12 @@
 // of a predecessor that is still that stream's last step when it can (no event needed), opens a
 // new stream while the pool (`maxStreams`) has one, and otherwise joins the stream that frees
 // first under the cost model. An edge between streams becomes an event only if stream order and
-// the events kept so far do not already imply it.
+// the events kept so far do not already imply it. Consecutive optimizer updates that the CUDA
+// backend fuses into one multi-tensor launch stay on one stream: they all wait for the finite
+// check over every gradient (a step with a non-finite gradient is skipped), so the update cannot
+// overlap the backward pass and spreading it would only split the launch.
 //
-// The CUDA backend still replays every program on one stream in plan order, which satisfies the
-// same dependencies; `hgpc plan` reports this schedule and its predicted time.
+// AssignStreams.h writes the schedule into the plan, and the CUDA backend runs it.
 #pragma once
 
 #include "compiler/analysis/CostModel.h"

@@ -4,7 +4,7 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance zoo determinism convergence bench (default: all).
+# Stages, in order: info gpu conformance zoo determinism streams convergence bench (default: all).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
@@ -39,7 +39,7 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance zoo determinism convergence bench}
+stages=${*:-info gpu conformance zoo determinism streams convergence bench}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
 work=$(mktemp -d)
@@ -91,6 +91,27 @@ a, b = ({t.name: nh.to_array(t) for t in onnx.load(p).graph.initializer} for p i
 err = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-12)) for k in a)
 print("determinism: 200 LeNet-5 steps in fp32, CUDA vs CPU: max relative weight difference %.2e" % err)
 PY
+    ;;
+  streams)
+    # The scheduled plan (several streams, events) against the same model on one stream: in
+    # deterministic mode the weights after 60 steps must be bit-identical, graph and eager.
+    python3 samples/make_resnet18_28.py "$work/r18s.onnx" > /dev/null 2>&1
+    for m in lenet5:samples/lenet5.onnx resnet18_28:$work/r18s.onnx; do
+      name=${m%%:*} path=${m#*:}
+      for streams in 1 4; do
+        hgpc compile "$path" -o "$work/s_${name}_$streams" --batch 32 --optimizer sgd --lr 0.05 \
+          --momentum 0.9 --max-streams $streams >> "$work/streams.log" 2>&1
+        "$work/s_${name}_$streams" --data "fashion-mnist:$fm" --steps 60 --deterministic --device cuda \
+          --progress none --save "$work/s_${name}_$streams.onnx" >> "$work/streams.log" 2>&1
+      done
+      "$work/s_${name}_4" --data "fashion-mnist:$fm" --steps 60 --deterministic --eager --device cuda \
+        --progress none --save "$work/s_${name}_4e.onnx" >> "$work/streams.log" 2>&1
+      used=$(( $(hgpc compile "$path" --batch 32 --emit plan 2>/dev/null | grep -o 'stream=[0-9]*' | sort -u | wc -l) + 1 ))
+      cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4.onnx" && r1=identical || r1=DIFFERENT
+      cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4e.onnx" && r2=identical || r2=DIFFERENT
+      note "streams $name ($used streams): 60 deterministic steps, 4-stream graph vs 1 stream $r1; 4-stream eager vs 1 stream $r2"
+    done
+    cp "$work/streams.log" "$OUT/streams.log"
     ;;
   convergence)
     hgpc compile samples/lenet5.onnx -o "$work/l5c" --batch 64 --optimizer adam --lr 0.002 \

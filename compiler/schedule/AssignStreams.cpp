@@ -1,0 +1,29 @@
+#include "compiler/schedule/AssignStreams.h"
+
+#include "compiler/schedule/StreamSchedule.h"
+
+#include <algorithm>
+
+namespace hgp {
+
+StreamAssignment assignStreams(Plan& plan, const Target& target, const std::string& precision,
+                               int maxStreams, const CostCalibration& cal) {
+  StreamAssignment out;
+  maxStreams = std::clamp(maxStreams, 1, kMaxPlanStreams);
+  for (PlanProgram& program : plan.programs) {
+    ++out.programs;
+    for (PlanStep& s : program.steps) s.stream = 0, s.waits.clear();
+    if (maxStreams == 1) continue;
+    ProgramCost cost = programCost(target, plan, program, precision, cal);
+    StreamSchedule sched = scheduleStreams(target, plan, program, cost, maxStreams);
+    for (size_t i = 0; i < program.steps.size(); ++i) program.steps[i].stream = sched.stream[i];
+    for (const StreamSchedule::Event& e : sched.events)
+      program.steps[size_t(e.to)].waits.push_back(e.from);
+    for (PlanStep& s : program.steps) std::sort(s.waits.begin(), s.waits.end());
+    out.maxStreamsUsed = std::max(out.maxStreamsUsed, sched.streams);
+    out.events += sched.events.size();
+  }
+  return out;
+}
+
+} // namespace hgp
