@@ -59,6 +59,8 @@ struct PlanStep {
   std::vector<int> inputs, outputs;
   std::string loc; ///< The source node's name, for errors and traces.
   int stream = 0;  ///< The stream it runs on (0 unless the scheduler spreads work).
+  /// Earlier steps of the same program, on other streams, that this step waits for (events).
+  std::vector<int> waits;
 };
 
 /// A named sequence of steps: "forward", "train" or "eval".

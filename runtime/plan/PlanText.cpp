@@ -144,6 +144,8 @@ std::string printPlan(const Plan& plan) {
       out += ")";
       if (!s.attrs.empty()) out += " " + s.attrs.toString();
       if (s.stream != 0) out += " stream=" + std::to_string(s.stream);
+      for (size_t i = 0; i < s.waits.size(); ++i)
+        out += (i ? "," : " waits=") + std::to_string(s.waits[i]);
       if (!s.loc.empty()) {
         out += " loc(";
         appendQuoted(out, s.loc);
@@ -284,6 +286,15 @@ private:
         HGP_TRY(s_.expect('='));
         HGP_ASSIGN_OR_RETURN(int64_t stream, s_.integer());
         st.stream = int(stream);
+      }
+      if (s_.consumeWord("waits")) {
+        HGP_TRY(s_.expect('='));
+        do {
+          HGP_ASSIGN_OR_RETURN(int64_t w, s_.integer());
+          if (w < 0 || w >= int64_t(p.steps.size()))
+            return s_.error("waits=" + std::to_string(w) + " does not name an earlier step");
+          st.waits.push_back(int(w));
+        } while (s_.consume(','));
       }
       if (s_.consumeWord("loc")) {
         HGP_TRY(s_.expect('('));
