@@ -103,6 +103,11 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  if (!o.records.empty()) {
+    HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));
+    HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
+    c.records = std::move(r);
+  }
   return c;
 }
 

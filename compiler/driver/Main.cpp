@@ -1,13 +1,13 @@
 // Main.cpp - the hgpc command-line tool.
 //
 //   hgpc inspect MODEL.onnx [--batch N]
-//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--records FILE] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
-//             [--precision fp32|tf32]
+//             [--precision fp32|tf32] [--records FILE]
 //             [training options]
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
-// error (docs/exit-codes.md).
+// error, 5 records of another plan or malformed records (docs/exit-codes.md).
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/Inspect.h"
 #include "compiler/driver/PlanReport.h"
@@ -77,10 +77,12 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
   if (!target) return fail(target.status());
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
+  const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
   if (dot)
-    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout, records);
   else
-    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout,
+                    records);
   return 0;
 }
 
@@ -153,6 +155,10 @@ int main(int argc, char** argv) {
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  compile->add_option("--records", co.records,
+                      "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                      "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addTrainingOptions(compile, co.train);
 
   std::string target = "auto";
@@ -176,6 +182,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  plan->add_option("--records", co.records,
+                   "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                   "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addTrainingOptions(plan, co.train);
 
   try {
