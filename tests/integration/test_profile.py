@@ -2,6 +2,7 @@
 where the records say, and records of another plan are refused with exit code 5. The records
 here are synthetic, written from the plan itself with known durations, so no GPU is needed
 (tests/gpu/CudaProfileTest.cpp profiles a real run)."""
+import os
 import re
 import unittest
 
@@ -122,6 +123,24 @@ class RecordsTest(HgpcTestCase):
                               "--records", self.records()])
         self.assertEqual(code, 0, err)
         self.assertEqual(len(train_steps(out)), len(self.steps))
+
+
+class RunnerFlagsTest(HgpcTestCase):
+    def test_profile_and_trace_need_the_cuda_backend(self):
+        """On the CPU backend (chosen, or fallen back to without a GPU) the flags are refused with
+        the device exit code, before any training."""
+        exe = self.compile(args=["--batch", "8"])
+        for flag in ("--profile", "--trace"):
+            for device in ("cpu", "auto"):
+                with self.subTest(flag=flag, device=device):
+                    out = self.path("out")
+                    code, _, err = run([exe, "--data", "synthetic:64", "--steps", "4", "--device",
+                                        device, "--progress", "none", flag, out])
+                    if device == "auto" and "running on the CPU" not in err:
+                        continue  # a machine with a GPU: the GPU tests cover it
+                    self.assertEqual(code, 6, err)
+                    self.assertIn("need the CUDA backend", err)
+                    self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":
