@@ -466,7 +466,10 @@ private:
   /// Runs the program once while CUPTI records it (a fresh capture and one replay, or op by op
   /// with a correlation id per step), then writes --profile and --trace.
   Status profileRun(Program& p, int slot, bool eager) {
-    HGP_TRY(profiler_->start(eager));
+    if (Status st = profiler_->start(eager); !st) {
+      (void)profiler_->stop();
+      return std::move(st).withContext("starting CUPTI for --profile/--trace");
+    }
     auto body = [&]() -> Status {
       if (eager) {
         profilingEager_ = true;

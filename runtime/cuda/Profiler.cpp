@@ -169,17 +169,17 @@ void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   auto* rd = static_cast<const CUpti_ResourceData*>(cbdata);
   auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
   if (!gd || !gd->node) return;
+  uint64_t id = 0;
+  CUptiResult r = g.cuptiGetGraphNodeId(gd->node, &id);
   std::lock_guard<std::mutex> lock(gMutex);
+  if (r != CUPTI_SUCCESS) {
+    gCallbackError = "cuptiGetGraphNodeId of a cloned node failed: " + resultString(r);
+    return;
+  }
   int step = -1;
   if (gCaptured) {
     auto it = gCaptured->find(reinterpret_cast<cudaGraphNode_t>(gd->originalNode));
     if (it != gCaptured->end()) step = it->second;
-  }
-  uint64_t id = 0;
-  CUptiResult r = g.cuptiGetGraphNodeId(gd->node, &id);
-  if (r != CUPTI_SUCCESS) {
-    gCallbackError = "cuptiGetGraphNodeId of a cloned node failed: " + resultString(r);
-    return;
   }
   gNodeStep[id] = step;
 }
@@ -235,6 +235,9 @@ void load() {
 
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr CUpti_ActivityKind kEagerKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                              CUPTI_ACTIVITY_KIND_DRIVER,
+                                              CUPTI_ACTIVITY_KIND_RUNTIME};
 
 } // namespace
 
@@ -260,6 +263,7 @@ Status ActivityProfiler::start(bool eager) {
     gCallbackError.clear();
   }
   eager_ = eager;
+  running_ = true; // From here on stop() undoes whatever was switched on, also after a failure.
   if (!eager) {
     CUpti_SubscriberHandle h = nullptr;
     CUptiResult r = g.cuptiSubscribe(&h, onCallback, nullptr);
@@ -272,21 +276,25 @@ Status ActivityProfiler::start(bool eager) {
     HGP_CUPTI_TRY(cuptiEnableCallback(1, h, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
   } else {
-    HGP_CUPTI_TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+    // External-correlation records name the API calls' correlation ids, which CUPTI assigns to
+    // the driver and runtime calls it traces: trace them too, for this one run.
+    for (CUpti_ActivityKind k : kEagerKinds)
+      HGP_TRY(cuptiStatus(g.cuptiActivityEnable(k), "cuptiActivityEnable"));
   }
   for (CUpti_ActivityKind k : kKinds) HGP_TRY(cuptiStatus(g.cuptiActivityEnable(k), "cuptiActivityEnable"));
-  running_ = true;
   return Status::ok();
 }
 
 void ActivityProfiler::noteCapturedNodes(const std::map<cudaGraphNode_t, int>& nodeStep) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  gCaptured = &nodeStep;
+  std::vector<std::pair<uint64_t, int>> ids;
   for (const auto& [node, step] : nodeStep) {
     uint64_t id = 0;
     if (g.cuptiGetGraphNodeId(reinterpret_cast<CUgraphNode>(node), &id) == CUPTI_SUCCESS)
-      gNodeStep[id] = step;
+      ids.push_back({id, step});
   }
+  std::lock_guard<std::mutex> lock(gMutex);
+  gCaptured = &nodeStep;
+  for (const auto& [id, step] : ids) gNodeStep[id] = step;
 }
 
 Status ActivityProfiler::pushStep(int step) {
@@ -309,9 +317,9 @@ Expected<std::vector<RawActivity>> ActivityProfiler::stop() {
     Status d = cuptiStatus(g.cuptiActivityDisable(k), "cuptiActivityDisable");
     if (st) st = d;
   }
-  if (eager_) {
-    Status d = cuptiStatus(g.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
-                           "cuptiActivityDisable");
+  for (CUpti_ActivityKind k : kEagerKinds) {
+    if (!eager_) break;
+    Status d = cuptiStatus(g.cuptiActivityDisable(k), "cuptiActivityDisable");
     if (st) st = d;
   }
   if (subscriber_) {

@@ -50,7 +50,7 @@ public:
   ~ActivityProfiler();
 
   /// Starts recording. `eager`: tie records to steps through correlation ids (pushStep/popStep
-  /// around each launch) instead of graph node ids.
+  /// around each launch) instead of graph node ids. Call stop() also when this fails.
   Status start(bool eager);
   /// Registers captured nodes (before the graph is instantiated) with the steps they belong to;
   /// their clones in the instantiated graph are tied to the same steps.
