@@ -387,12 +387,15 @@ ProfileRecords toRecords(const std::vector<RawActivity>& raw, const Plan& plan,
       rec.stream = -1;
     }
     rec.name = a.name;
-    std::copy(a.grid, a.grid + 3, rec.grid);
-    std::copy(a.block, a.block + 3, rec.block);
-    rec.regs = a.regs;
-    rec.staticSmem = a.staticSmem;
-    rec.dynamicSmem = a.dynamicSmem;
-    rec.bytes = a.bytes;
+    if (a.kind == ActivityKind::Kernel) {
+      std::copy(a.grid, a.grid + 3, rec.grid);
+      std::copy(a.block, a.block + 3, rec.block);
+      rec.regs = a.regs;
+      rec.staticSmem = a.staticSmem;
+      rec.dynamicSmem = a.dynamicSmem;
+    } else {
+      rec.bytes = a.bytes;
+    }
     rec.startUs = double(a.start - first) / 1e3;
     rec.durUs = double(a.end > a.start ? a.end - a.start : 0) / 1e3;
     last = std::max(last, a.end);

@@ -2,7 +2,9 @@
 // backend with CUPTI recording its third step. The records must parse, match the plan, tie every
 // kernel to a step, cover every step whose op always launches a kernel, and have positive times;
 // the trace must have a track and parse as JSON (Python's json module, where python3 exists).
+// RawActivitiesBecomeRecordsOfTheirSteps needs no GPU: it checks how CUPTI activities are named.
 #include "compiler/driver/Compile.h"
+#include "runtime/cuda/Profiler.h"
 #include "runtime/profile/Records.h"
 #include "tests/gpu/GpuTestUtil.h"
 
@@ -20,6 +22,61 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// No GPU needed: raw CUPTI activities become records named after their steps.
+TEST(CudaProfile, RawActivitiesBecomeRecordsOfTheirSteps) {
+  Plan plan;
+  plan.modelName = "m";
+  plan.meta.setInt("batch", 4);
+  PlanProgram prog;
+  prog.name = "train";
+  for (OpKind op : {OpKind::Conv, OpKind::Relu, OpKind::SgdUpdate, OpKind::SgdUpdate}) {
+    PlanStep s;
+    s.op = op;
+    s.loc = std::string("/") + opName(op);
+    prog.steps.push_back(s);
+  }
+  prog.steps[1].stream = 2;
+  auto raw = [](ActivityKind kind, int step, uint64_t start, uint64_t end) {
+    cuda::RawActivity a;
+    a.kind = kind;
+    a.step = step;
+    a.start = start;
+    a.end = end;
+    a.name = "k";
+    a.grid[0] = 7;
+    a.block[0] = 64;
+    a.regs = 30;
+    a.staticSmem = 16;
+    a.dynamicSmem = 32;
+    return a;
+  };
+  std::vector<cuda::RawActivity> acts = {raw(ActivityKind::Memcpy, -1, 1000, 3000),
+                                         raw(ActivityKind::Kernel, 0, 1500, 4500),
+                                         raw(ActivityKind::Kernel, 1, 5000, 5250),
+                                         raw(ActivityKind::Kernel, 2, 6000, 9000)};
+  // Launches: step 0, step 1, steps 2-3 together.
+  ProfileRecords r = cuda::toRecords(acts, plan, prog, {1, 1, 2, 0}, "GPU X", 10, "graph");
+  EXPECT_TRUE(checkRecordsMatch(r, plan));
+  ASSERT_EQ(r.records.size(), 4u);
+  ASSERT_EQ(r.programs.size(), 1u);
+  EXPECT_EQ(r.programs[0].steps, 4);
+  EXPECT_DOUBLE_EQ(r.programs[0].spanUs, 8.0);
+  EXPECT_EQ(r.records[0].step, -1);
+  EXPECT_EQ(r.records[0].stream, -1);
+  EXPECT_EQ(r.records[0].op, "-");
+  EXPECT_DOUBLE_EQ(r.records[1].startUs, 0.5);
+  EXPECT_DOUBLE_EQ(r.records[1].durUs, 3.0);
+  EXPECT_EQ(r.records[1].op, "Conv");
+  EXPECT_EQ(r.records[1].loc, "/Conv");
+  EXPECT_EQ(r.records[2].stream, 2);
+  EXPECT_EQ(r.records[3].covers, 2);
+  EXPECT_EQ(r.records[3].grid[0], 7);
+  EXPECT_EQ(r.records[3].dynamicSmem, 32);
+  auto back = parseRecords(printRecords(r));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, r);
 }
 
 TEST(CudaProfile, LeNet5StepIsRecordedStepByStep) {
