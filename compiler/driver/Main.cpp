@@ -78,6 +78,10 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
+  if (records && records->sms != target->sms)
+    std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
+                         "%s (%d SMs); measured times are used as they are\n",
+                 records->gpu.c_str(), records->sms, target->name.c_str(), target->sms);
   if (dot)
     printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout, records);
   else
