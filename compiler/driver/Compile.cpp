@@ -104,11 +104,17 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  if (!o.records.empty()) {
+    HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));
+    HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
+    c.records = std::move(r);
+  }
   if (o.maxStreams > 1) {
     Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
     if (!target && o.target.empty()) target = findTarget("h200");
     if (!target) return target.status();
-    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams);
+    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams, {},
+                                       c.records ? &*c.records : nullptr);
     c.emitted.plan.meta.setString("target", target->name);
     c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
   }
