@@ -9,14 +9,20 @@ storage with TF32 on. It prints a table and writes results.json and results.md t
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
+        [--profile]
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
 optimes.txt.
+
+--profile also records each case's third step through CUPTI (the executable's --profile) and
+predicts the step time from those records (`hgpc plan --records`, one stream); bench.md then ends
+with a table of measured and predicted step times and their mean absolute percentage error.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -159,7 +165,7 @@ def torch_kernel_summary(name, batch, top=14):
     return out
 
 
-def hgpc_case(hgpc, name, batch, work, steps, op_times=None, extra=(), tag=""):
+def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra=(), tag=""):
     onnx_path = os.path.join(work, "%s.onnx" % name)
     if not os.path.exists(onnx_path):
         how = export(name, onnx_path)
@@ -167,9 +173,10 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, extra=(), tag=""):
         how = "cached"
     exe = os.path.join(work, "%s-b%d%s" % (name, batch, tag))
     t0 = time.time()
-    p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch),
-                        "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9",
-                        "--weight-decay", "5e-4", "--metrics-every", "16"] + list(extra),
+    train_opts = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--weight-decay", "5e-4",
+                  "--metrics-every", "16"]
+    p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch), *train_opts,
+                        *extra],
                        capture_output=True, text=True)
     compile_s = time.time() - t0
     if p.returncode != 0:
@@ -177,10 +184,22 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, extra=(), tag=""):
     metrics = exe + ".jsonl"
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(steps), "--device", "cuda",
                         "--metrics", metrics, "--progress", "none", "--verbose"]
-                       + (["--op-times", op_times] if op_times else []),
+                       + (["--op-times", op_times] if op_times else [])
+                       + (["--profile", records] if records else []),
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("run: " + p.stderr.strip()[-800:])
+    predicted = None
+    if records:
+        q = subprocess.run([hgpc, "plan", onnx_path, "--batch", str(batch), "--target", "h200",
+                            "--records", records, *train_opts, *extra],
+                           capture_output=True, text=True)
+        if q.returncode != 0:
+            raise RuntimeError("hgpc plan --records: " + q.stderr.strip()[-600:])
+        # The executable ran the plan as compiled: scheduled over streams unless `extra` says one.
+        single = "--max-streams" in extra and extra[list(extra).index("--max-streams") + 1] == "1"
+        m = re.search(r"predicted iteration ([\d.]+) ms on one stream; ([\d.]+) ms scheduled", q.stdout)
+        predicted = float(m.group(1) if single else m.group(2))
     rows = [json.loads(l) for l in open(metrics) if l.strip()]
     windows = []
     for r in rows:
@@ -194,7 +213,8 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, extra=(), tag=""):
     for line in p.stderr.splitlines():
         if line.startswith("cuda: device memory"):
             mem = float(line.split()[3]) * (1 << 20)
-    return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:])
+    return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:],
+                predicted_ms=predicted)
 
 
 def main():
@@ -209,6 +229,8 @@ def main():
     ap.add_argument("--single-stream", action="store_true",
                     help="also time hgpc's plan on one stream (--max-streams 1), for the "
                          "scheduling gain")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one step per case and predict the step time from it")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="hgpc-bench-")
     os.makedirs(work, exist_ok=True)
@@ -224,7 +246,8 @@ def main():
             ot = os.path.join(work, "%s-b%d.optimes" % (name, batch)) if args.op_times else None
             if ot and os.path.exists(ot):
                 os.remove(ot)
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot)
+            rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
+            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec)
             if ot:
                 breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
                 breakdown += summarize_hgpc_op_times(ot)
@@ -279,6 +302,20 @@ def main():
         cells.append("%.1f" % h["compile_s"] if h else "")
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
+    if args.profile:
+        rows, errors = ["| case | measured ms | predicted ms (--records) | error |", "|---|---|---|---|"], []
+        for r in results:
+            h = r.get("hgpc")
+            if not h or h.get("predicted_ms") is None:
+                continue
+            err = (h["predicted_ms"] - h["ms"]) / h["ms"]
+            errors.append(abs(err))
+            rows.append("| %s b%d | %.3f | %.3f | %+.1f%% |" % (r["model"], r["batch"], h["ms"],
+                                                                h["predicted_ms"], 100 * err))
+        if errors:
+            rows.append("\nprediction from one profiling run: mean absolute percentage error %.1f%% "
+                        "over %d cases" % (100 * sum(errors) / len(errors), len(errors)))
+        table += "\n\n" + "\n".join(rows)
     open(os.path.join(args.out, "bench.md"), "w").write(table + "\n")
     print(table)
 

@@ -62,6 +62,12 @@ struct BackendOptions {
   /// launch and append every launch's time to this file (tab-separated: program, launch, op,
   /// source location, ms). Off when empty.
   std::string opTimes;
+  /// GPU: record one run of the train program (its third, so algorithms are chosen and the
+  /// graph is captured) through CUPTI and write every kernel with its step, launch shape and
+  /// time to this records file (runtime/profile/Records.h, docs/profiling.md). Off when empty.
+  std::string profile;
+  /// GPU: write that run as a Chrome trace (JSON) to this file. Off when empty.
+  std::string trace;
 };
 
 /// The CPU reference backend.

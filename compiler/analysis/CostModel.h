@@ -7,9 +7,16 @@
 // quantization (a kernel of 1.2 waves takes about as long as one of 2). On one stream the
 // iteration takes the sum of its steps; the critical path, the longest dependency chain through
 // the program, is what any number of streams would still take.
+//
+// With measurements from a profiling run (`--records`, runtime/profile/Records.h), a step's time
+// is what it measured instead: the sum of its kernels' durations plus, per kernel, the median
+// idle gap between consecutive kernels of one stream in that run (what the replayed graph spends
+// between kernels; the estimate's launchSeconds plays that role). Its launch shape is that of
+// its longest kernel.
 #pragma once
 
 #include "compiler/analysis/KernelModel.h"
+#include "runtime/profile/Records.h"
 
 #include <string>
 #include <vector>
@@ -35,6 +42,8 @@ struct StepCost {
   double waves = 0;
   int blocksPerSm = 0;
   bool onCriticalPath = false;
+  bool measured = false; ///< Time and launch shape come from profiling records.
+  int kernels = 0;       ///< Measured: the records (kernels, copies, memsets) it ran.
 };
 
 struct ProgramCost {
@@ -48,8 +57,11 @@ struct ProgramCost {
 StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
                   const std::string& precision, const CostCalibration& cal = {});
 
-/// Every step of a program, the iteration and the critical path.
+/// Every step of a program, the iteration and the critical path. With `measured` (of this
+/// program, measureProgram in Records.h), measured times and launch shapes replace the
+/// estimates of every step.
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
-                        const std::string& precision, const CostCalibration& cal = {});
+                        const std::string& precision, const CostCalibration& cal = {},
+                        const ProgramMeasurement* measured = nullptr);
 
 } // namespace hgp

@@ -109,6 +109,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   if (!target) return target.status();
 
   // ---- Issue 5: intra-layer split and micro-batch pipeline, on the memory-planned plan. ----
+  // (Before the records are matched: they were measured on the sliced plan.)
   SliceOptions so = o.slicing;
   so.target = &*target;
   so.precision = o.precision;
@@ -117,8 +118,14 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   if (Status st = c.emitted.plan.validate(); !st)
     return Status(ErrorCode::Internal, "the split and pipelined plan is invalid: " + st.message());
 
+  if (!o.records.empty()) {
+    HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));
+    HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
+    c.records = std::move(r);
+  }
   if (o.maxStreams > 1) {
-    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams);
+    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams, {},
+                                       c.records ? &*c.records : nullptr);
     c.emitted.plan.meta.setString("target", target->name);
     c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
   }

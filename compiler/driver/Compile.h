@@ -11,8 +11,10 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/profile/Records.h"
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -44,6 +46,10 @@ struct CompileOptions {
   SliceOptions slicing;
   /// Streams each program may use (--max-streams); 1 keeps the plan on one stream.
   int maxStreams = 4;
+  /// --records FILE: a profiling run's measurements (EXE --profile). compileModel checks them
+  /// against the plan and keeps them in Compilation::records, for the cost model the stream
+  /// schedule is made with (measureProgram + programCost's `measured`).
+  std::string records;
 };
 
 struct Compilation {
@@ -54,6 +60,8 @@ struct Compilation {
   /// What the split and the pipeline did to each program's steps.
   SliceResult slicing;
   PassContext ctx;
+  /// The --records measurements, already checked against `emitted.plan`.
+  std::optional<ProfileRecords> records;
 };
 
 Expected<Compilation> compileModel(const CompileOptions& options);

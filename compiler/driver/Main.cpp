@@ -2,15 +2,15 @@
 //
 //   hgpc inspect MODEL.onnx [--batch N]
 //   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
-//                [--max-streams N] [slicing options] [training options]
+//                [--max-streams N] [--records FILE] [slicing options] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
-//             [--precision fp32|tf32]
+//             [--precision fp32|tf32] [--records FILE]
 //             [slicing options] [training options]
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
-// error (docs/exit-codes.md).
+// error, 5 records of another plan or malformed records (docs/exit-codes.md).
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/Inspect.h"
 #include "compiler/driver/PlanReport.h"
@@ -97,11 +97,16 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
   o.slicing.cal = cal;
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
+  const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
+  if (records && records->sms != target->sms)
+    std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
+                         "%s (%d SMs); measured times are used as they are\n",
+                 records->gpu.c_str(), records->sms, target->name.c_str(), target->sms);
   if (dot)
-    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout, records);
   else
     printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout,
-                    &compiled->slicing);
+                    records, &compiled->slicing);
   return 0;
 }
 
@@ -180,6 +185,10 @@ int main(int argc, char** argv) {
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  compile->add_option("--records", co.records,
+                      "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                      "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addSlicingOptions(compile, co.slicing);
   addTrainingOptions(compile, co.train);
 
@@ -204,6 +213,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, kMaxPlanStreams));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  plan->add_option("--records", co.records,
+                   "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                   "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addSlicingOptions(plan, co.slicing);
   addTrainingOptions(plan, co.train);
 

@@ -7,14 +7,18 @@
 namespace hgp {
 
 StreamAssignment assignStreams(Plan& plan, const Target& target, const std::string& precision,
-                               int maxStreams, const CostCalibration& cal) {
+                               int maxStreams, const CostCalibration& cal,
+                               const ProfileRecords* records) {
   StreamAssignment out;
   maxStreams = std::clamp(maxStreams, 1, kMaxPlanStreams);
   for (PlanProgram& program : plan.programs) {
     ++out.programs;
     for (PlanStep& s : program.steps) s.stream = 0, s.waits.clear();
     if (maxStreams == 1) continue;
-    ProgramCost cost = programCost(target, plan, program, precision, cal);
+    ProgramMeasurement measured;
+    if (records) measured = measureProgram(*records, program);
+    ProgramCost cost = programCost(target, plan, program, precision, cal,
+                                   measured.present ? &measured : nullptr);
     StreamSchedule sched = scheduleStreams(target, plan, program, cost, maxStreams);
     for (size_t i = 0; i < program.steps.size(); ++i) program.steps[i].stream = sched.stream[i];
     for (const StreamSchedule::Event& e : sched.events)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "compiler/analysis/CostModel.h"
+#include "runtime/profile/Records.h"
 
 namespace hgp {
 
@@ -18,8 +19,11 @@ struct StreamAssignment {
   size_t events = 0;
 };
 
-/// Schedules every program of `plan` for `target` over at most `maxStreams` streams.
+/// Schedules every program of `plan` for `target` over at most `maxStreams` streams. With
+/// `records` (hgpc compile --records), the programs they profiled are scheduled with their
+/// measured step times instead of the estimates.
 StreamAssignment assignStreams(Plan& plan, const Target& target, const std::string& precision,
-                               int maxStreams, const CostCalibration& cal = {});
+                               int maxStreams, const CostCalibration& cal = {},
+                               const ProfileRecords* records = nullptr);
 
 } // namespace hgp

@@ -27,8 +27,14 @@
 // --op-times: the first run after a program's graph exists is executed op by op instead, with an
 // event after every launch, and each launch's time is appended to the file (the launches of a
 // step run back to back, so the times are kernel times plus any gap the host leaves).
+//
+// --profile / --trace: the train program's first run on an already prepared slot (its third
+// run) is captured afresh while CUPTI listens, replayed once and recorded (Profiler.h says how
+// kernels are tied to steps); the records and the Chrome trace are written right after.
 #include "runtime/Backend.h"
 #include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/Profiler.h"
+#include "runtime/profile/ChromeTrace.h"
 #include "runtime/cuda/TuningCache.h"
 #include "runtime/support/ThreadPool.h"
 
@@ -158,6 +164,10 @@ public:
     HGP_CUDA_TRY(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     for (cudaEvent_t* ev : {&stagingRead_[0], &stagingRead_[1], &fork_, &join_})
       HGP_CUDA_TRY(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+    if (!opts_.profile.empty() || !opts_.trace.empty()) {
+      HGP_ASSIGN_OR_RETURN(profiler_, ActivityProfiler::open());
+      profile_ = ProfileState::Pending;
+    }
     ctx_.deterministic = opts_.deterministic;
     ctx_.verbose = opts_.verbose;
     ctx_.tuning = &tuning_;
@@ -221,7 +231,10 @@ public:
     int slot = inputSlot_ = slot_;
     slot_ = (slot_ + 1) % kSlots;
     Status st;
-    if (!opts_.opTimes.empty() && !p->timed && p->runs > 0 && p->graphs[0] && !opts_.eager) {
+    if (profile_ != ProfileState::Off && profile_ != ProfileState::Done && name == "train" &&
+        p->runs >= 2 && p->prepared[slot]) {
+      st = profileRun(*p, slot, opts_.eager || profile_ == ProfileState::EagerPending);
+    } else if (!opts_.opTimes.empty() && !p->timed && p->runs > 0 && p->graphs[0] && !opts_.eager) {
       st = timeLaunches(*p, slot);
     } else if (opts_.eager || !p->prepared[slot]) {
       // A slot's first run is eager: executors build their state (and on the very first run
@@ -514,6 +527,7 @@ private:
       if (serialize) HGP_TRY_CTX(sync(true), "before the first run of a step");
       const PlanStep& first = p.source->steps[size_t(l.steps[0])];
       std::string who = std::string(opName(first.op)) + " '" + first.loc + "'";
+      if (profilingEager_) HGP_TRY(profiler_->pushStep(l.steps[0]));
       if (l.steps.size() == 1 && !isOptimizer(first.op)) {
         CudaArgs a = argsFor(first, l.state(slot));
         HGP_TRY_CTX(kExec[int(first.op)](a), "step " + who);
@@ -524,6 +538,7 @@ private:
         HGP_TRY_CTX(execOptimizerGroup(group, l.state(slot)),
                     "the optimizer update starting at " + who);
       }
+      if (profilingEager_) HGP_TRY(profiler_->popStep());
       if (ctx_.capturing) noteCapturedNodes(p, l.steps[0], stream);
       if (l.done) HGP_CUDA_TRY(cudaEventRecord(l.done, stream));
       if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[i + 2], stream));
@@ -538,7 +553,9 @@ private:
     return Status::ok();
   }
 
-  /// Remembers which step the nodes captured so far (the current dependency set) came from.
+  /// Called after `step` was enqueued on `stream`: the stream's capture leaves and all their
+  /// ancestors that no earlier step owns are this step's nodes. (Owned sets are closed under
+  /// ancestry, so the walk stops at the first owned node.)
   void noteCapturedNodes(Program& p, int step, cudaStream_t stream) {
     cudaStreamCaptureStatus status;
     const cudaGraphNode_t* deps = nullptr;
@@ -546,10 +563,78 @@ private:
     if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &n) !=
         cudaSuccess)
       return;
-    for (size_t i = 0; i < n; ++i) p.nodeStep.emplace(deps[i], step);
+    std::vector<cudaGraphNode_t> todo(deps, deps + n), up;
+    while (!todo.empty()) {
+      cudaGraphNode_t node = todo.back();
+      todo.pop_back();
+      if (!p.nodeStep.emplace(node, step).second) continue;
+      size_t k = 0;
+      if (cudaGraphNodeGetDependencies(node, nullptr, nullptr, &k) != cudaSuccess || k == 0) continue;
+      up.resize(k);
+      if (cudaGraphNodeGetDependencies(node, up.data(), nullptr, &k) != cudaSuccess) continue;
+      todo.insert(todo.end(), up.begin(), up.begin() + long(k));
+    }
+  }
+
+  /// Runs the program once while CUPTI records it (a fresh capture and one replay, or op by op
+  /// with a correlation id per step), then writes --profile and --trace.
+  Status profileRun(Program& p, int slot, bool eager) {
+    if (Status st = profiler_->start(eager); !st) {
+      (void)profiler_->stop();
+      return std::move(st).withContext("starting CUPTI for --profile/--trace");
+    }
+    auto body = [&]() -> Status {
+      if (eager) {
+        profilingEager_ = true;
+        Status st = enqueue(p, slot);
+        profilingEager_ = false;
+        return st;
+      }
+      if (p.graphs[slot]) {
+        HGP_CUDA_TRY(cudaGraphExecDestroy(p.graphs[slot]));
+        p.graphs[slot] = nullptr;
+      }
+      HGP_TRY(capture(p, slot));
+      // Upload before the recorded launch, so that it is a replay like every later one.
+      HGP_CUDA_TRY(cudaGraphUpload(p.graphs[slot], ctx_.stream));
+      HGP_CUDA_TRY(cudaGraphLaunch(p.graphs[slot], ctx_.stream));
+      return Status::ok();
+    };
+    Status st = body();
+    if (st) st = sync();
+    auto raw = profiler_->stop();
+    HGP_TRY(std::move(st).withContext("profiling program " + p.source->name));
+    HGP_TRY(raw.status());
+    if (!eager && profiler_->unmappedKernels()) {
+      std::fprintf(stderr, "cuda: --profile: the replayed graph's kernels could not be tied to plan "
+                           "steps; profiling the next run of %s op by op instead\n",
+                   p.source->name.c_str());
+      profile_ = ProfileState::EagerPending;
+      return Status::ok();
+    }
+    profile_ = ProfileState::Done;
+    std::vector<int> launchSteps(p.source->steps.size(), 0);
+    for (const Launch& l : p.launches) launchSteps[size_t(l.steps[0])] = int(l.steps.size());
+    ProfileRecords records = toRecords(*raw, *plan_, *p.source, launchSteps, ctx_.props.name,
+                                       ctx_.props.multiProcessorCount, eager ? "eager" : "graph");
+    if (!opts_.profile.empty()) {
+      FILE* f = std::fopen(opts_.profile.c_str(), "w");
+      std::string text = printRecords(records);
+      bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+      if (f) ok = std::fclose(f) == 0 && ok;
+      if (!ok) return Status(ErrorCode::Io, "cannot write the --profile file " + opts_.profile);
+    }
+    if (!opts_.trace.empty())
+      HGP_TRY(writeChromeTraceFile(records, plan_, p.source->name, opts_.trace));
+    std::fprintf(stderr, "cuda: profiled one run of %s (%s mapping): %zu records over %.3f ms%s%s%s%s\n",
+                 p.source->name.c_str(), records.mapping.c_str(), records.records.size(),
+                 records.programs[0].spanUs / 1e3, opts_.profile.empty() ? "" : "; records in ",
+                 opts_.profile.c_str(), opts_.trace.empty() ? "" : "; trace in ", opts_.trace.c_str());
+    return Status::ok();
   }
 
   Status capture(Program& p, int slot) {
+    p.nodeStep.clear();
     HGP_CUDA_TRY(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
     setCapturing(true);
     Status st = enqueue(p, slot);
@@ -564,6 +649,7 @@ private:
     if (e != cudaSuccess)
       return Status(ErrorCode::Device, "capturing program " + p.source->name + " failed: " +
                                            cudaGetErrorString(e));
+    if (profiler_ && profiler_->running()) profiler_->noteCapturedNodes(p.nodeStep);
     cudaGraphInstantiateParams params{};
     e = cudaGraphInstantiateWithParams(&p.graphs[slot], graph, &params);
     if (e != cudaSuccess) {
@@ -601,6 +687,11 @@ private:
   int inputSlot_ = 0; ///< The slot whose device inputs were last written or run on (for read()).
   std::map<std::string, Program> programs_;
   std::unique_ptr<ThreadPool> copyPool_;
+  /// --profile / --trace: Pending until the train program's profiled run; EagerPending when the
+  /// graph mapping failed and the next run is profiled op by op.
+  enum class ProfileState { Off, Pending, EagerPending, Done } profile_ = ProfileState::Off;
+  std::unique_ptr<ActivityProfiler> profiler_;
+  bool profilingEager_ = false; ///< enqueue() brackets each launch with a step correlation id.
 };
 
 } // namespace

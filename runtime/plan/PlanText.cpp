@@ -299,6 +299,8 @@ private:
         HGP_TRY(s_.expect('='));
         do {
           HGP_ASSIGN_OR_RETURN(int64_t w, s_.integer());
+          if (w < 0 || w >= int64_t(p.steps.size()))
+            return s_.error("waits=" + std::to_string(w) + " does not name an earlier step");
           st.waits.push_back(int(w));
         } while (s_.consume(','));
       }

@@ -47,7 +47,13 @@ public:
     bo.eager = opt_.eager;
     bo.verbose = opt_.verbose;
     bo.opTimes = opt_.opTimes;
+    bo.profile = opt_.profile;
+    bo.trace = opt_.trace;
     HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device, bo));
+    if ((!opt_.profile.empty() || !opt_.trace.empty()) && std::string(backend_->name()) != "cuda")
+      return Status(ErrorCode::Device, "--profile and --trace record GPU kernels and need the CUDA "
+                                       "backend; this run is on the " +
+                                           std::string(backend_->name()) + " backend");
     if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
     HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
 
@@ -99,6 +105,9 @@ public:
     std::fprintf(stderr, "training %s on %s: %lld steps of batch %lld (%lld per epoch) on %s\n",
                  plan_.modelName.c_str(), train_->describe().c_str(), (long long)total,
                  (long long)batch_, (long long)perEpoch, backend_->name());
+    if ((!opt_.profile.empty() || !opt_.trace.empty()) && total < 3)
+      return fail(Status(ErrorCode::Usage, "--profile and --trace record the third training step "
+                                           "(after warm-up); train at least 3 steps"));
     progress_ = std::make_unique<Progress>(opt_.progress, total);
     reported_ = startStep_ = pos_.step;
     int input = plan_.binding("input"), labels = plan_.binding("labels");

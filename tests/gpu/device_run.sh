@@ -5,6 +5,8 @@
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
 # Stages, in order: info gpu conformance zoo determinism streams convergence bench (default: all).
+# Also: profile (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default
+# list, since it returns two more files).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
@@ -129,6 +131,25 @@ PY
       >> "$work/resnet18.log" 2>&1
     note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18.log") ($(tail -1 "$work/resnet18.log"))"
     cat "$work/resnet18.log" >> "$OUT/convergence.log"
+    ;;
+  profile)
+    popts=(--batch 64 --optimizer sgd --lr 0.05 --momentum 0.9)
+    hgpc compile samples/lenet5.onnx -o "$work/l5p" "${popts[@]}" >/dev/null 2>&1
+    "$work/l5p" --data "fashion-mnist:$fm" --steps 200 --device cuda --progress none \
+      --profile "$OUT/lenet5.records.txt" --trace "$OUT/lenet5.trace.json" > "$work/profile.log" 2>&1
+    note "profile LeNet-5: exit $? $(grep -E 'profiled one run|^trained' "$work/profile.log" | tr '\n' ' ')"
+    python3 - "$OUT/lenet5.trace.json" "$OUT/lenet5.records.txt" <<'PY' | tee -a "$summary"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = sorted(e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name")
+xs = [e for e in ev if e["ph"] == "X"]
+steps = {int(l.split()[2]) for l in open(sys.argv[2]) if l.startswith(("kernel", "memcpy", "memset"))}
+print("profile: trace tracks %s, %d slices, %d flows; records cover %d steps" % (
+    tracks, len(xs), sum(e["ph"] == "s" for e in ev), len(steps - {-1})))
+PY
+    hgpc plan samples/lenet5.onnx --target h200 "${popts[@]}" --records "$OUT/lenet5.records.txt" \
+      > "$work/lenet5.plan.txt" 2>&1
+    note "plan --records: exit $? $(grep -E '^records from|^predicted iteration' "$work/lenet5.plan.txt" | tr '\n' ' ')"
     ;;
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
