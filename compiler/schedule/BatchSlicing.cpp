@@ -14,15 +14,34 @@ namespace {
 /// Ops whose every operand is per sample.
 bool allPerSample(OpKind op) {
   switch (op) {
-  case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clip: case OpKind::Sigmoid:
-  case OpKind::Tanh: case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Neg:
-  case OpKind::Scale: case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
-  case OpKind::SigmoidBwd: case OpKind::TanhBwd: case OpKind::HardSigmoidBwd:
-  case OpKind::HardSwishBwd: case OpKind::MaxPool: case OpKind::MaxPoolBwd:
-  case OpKind::AveragePool: case OpKind::AveragePoolBwd: case OpKind::GlobalAveragePool:
-  case OpKind::GlobalAveragePoolBwd: case OpKind::LRN: case OpKind::LRNBwd: case OpKind::Reshape:
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Clip:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Neg:
+  case OpKind::Scale:
+  case OpKind::ReluBwd:
+  case OpKind::LeakyReluBwd:
+  case OpKind::ClipBwd:
+  case OpKind::SigmoidBwd:
+  case OpKind::TanhBwd:
+  case OpKind::HardSigmoidBwd:
+  case OpKind::HardSwishBwd:
+  case OpKind::MaxPool:
+  case OpKind::MaxPoolBwd:
+  case OpKind::AveragePool:
+  case OpKind::AveragePoolBwd:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalAveragePoolBwd:
+  case OpKind::LRN:
+  case OpKind::LRNBwd:
+  case OpKind::Reshape:
     return true;
-  default: return false;
+  default:
+    return false;
   }
 }
 
@@ -79,14 +98,17 @@ public:
     for (size_t i = 0; i < steps.size(); ++i) {
       ops_[i] = batchOperands(plan_, steps[i], batch_);
       if (ops_[i] && !eligible(steps[i], *ops_[i], 2)) ops_[i].reset();
-      if (ops_[i] && o_.target && (steps[i].op == OpKind::Conv || steps[i].op == OpKind::ConvBwdData))
+      if (ops_[i] && o_.target &&
+          (steps[i].op == OpKind::Conv || steps[i].op == OpKind::ConvBwdData))
         analyzed_[i] = analyzerWidth(steps[i]);
     }
     steps_ = &steps;
     for (size_t i = 0; i < steps.size(); ++i) {
       if (!ops_[i]) {
-        if (group_.empty()) segments_.push_back({{steps[i]}, {}, {}, 0, 0});
-        else deferred_.push_back(int(i));
+        if (group_.empty())
+          segments_.push_back({{steps[i]}, {}, {}, 0, 0});
+        else
+          deferred_.push_back(int(i));
         continue;
       }
       bool blocked = false;
@@ -111,7 +133,8 @@ private:
   std::map<std::tuple<int, int, int>, int> slices_;
 
   /// The program with the segments that `use` marks sliced.
-  void assemble(const std::vector<bool>& use, PlanProgram& prog, std::vector<StepSlicing>* info) const {
+  void assemble(const std::vector<bool>& use, PlanProgram& prog,
+                std::vector<StepSlicing>* info) const {
     prog.steps.clear();
     if (info) info->clear();
     for (size_t s = 0; s < segments_.size(); ++s) {
@@ -119,8 +142,10 @@ private:
       const std::vector<PlanStep>& steps = use[s] ? seg.sliced : seg.plain;
       prog.steps.insert(prog.steps.end(), steps.begin(), steps.end());
       if (!info) continue;
-      if (use[s]) info->insert(info->end(), seg.info.begin(), seg.info.end());
-      else info->resize(info->size() + steps.size());
+      if (use[s])
+        info->insert(info->end(), seg.info.begin(), seg.info.end());
+      else
+        info->resize(info->size() + steps.size());
     }
   }
 
@@ -146,8 +171,10 @@ private:
       if (forced) continue;
       assemble(use, prog, nullptr);
       double t = predict(prog);
-      if (t < best * (1 - 1e-9)) best = t;
-      else use[s] = false;
+      if (t < best * (1 - 1e-9))
+        best = t;
+      else
+        use[s] = false;
     }
     ProgramSlicing& ps = r_.programs[prog.name];
     assemble(use, prog, &ps.steps);
@@ -218,7 +245,8 @@ private:
       if (!v.empty() && v[0] == b.batch) v[0] /= n;
       p.attrs.setInts(attr, std::move(v));
     }
-    if (b.accumulates && (j > 0 || s.attrs.getInt("accumulate", 0))) p.attrs.setInt("accumulate", 1);
+    if (b.accumulates && (j > 0 || s.attrs.getInt("accumulate", 0)))
+      p.attrs.setInt("accumulate", 1);
     return p;
   }
 
@@ -247,7 +275,10 @@ private:
     for (size_t p = 0; p < g; ++p) {
       int i = group_[p];
       analyzedDepth = std::max(analyzedDepth, analyzed_[size_t(i)]);
-      k[p] = !o_.split ? 1 : o_.width > 0 ? o_.width : ops_[size_t(i)]->accumulates ? 1 : analyzed_[size_t(i)];
+      k[p] = !o_.split                      ? 1
+             : o_.width > 0                 ? o_.width
+             : ops_[size_t(i)]->accumulates ? 1
+                                            : analyzed_[size_t(i)];
     }
     int m = 1;
     if (o_.pipeline && g >= 2) {
@@ -276,8 +307,8 @@ private:
       size_t first = nodes.size();
       if (n > 1) {
         for (int j = 0; j < n; ++j)
-          nodes.push_back(node(sliceStep(s, b, j, n), {k[p], m, j / k[p], j % k[p]}, int(p),
-                               b.accumulates));
+          nodes.push_back(
+              node(sliceStep(s, b, j, n), {k[p], m, j / k[p], j % k[p]}, int(p), b.accumulates));
         // Slice j must not overwrite what a later slice of the same step reads.
         bool ok = true;
         for (size_t a = first; a < nodes.size() && ok; ++a)
@@ -393,7 +424,8 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
   case OpKind::Split:
     if (s.attrs.getInt("axis", 0) < 1) return std::nullopt;
     return all();
-  default: return allPerSample(s.op) ? all() : std::nullopt;
+  default:
+    return allPerSample(s.op) ? all() : std::nullopt;
   }
 }
 

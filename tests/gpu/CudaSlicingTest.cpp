@@ -1,7 +1,8 @@
 // Batch slicing on CUDA (compiler/schedule/BatchSlicing.h): a differentiated conv-ReLU-conv-ReLU
 // graph, split into sub-batches and pipelined over micro-batches, runs on the CUDA backend (eager
 // and graph mode, five runs with fresh values), on one stream and spread over four (the slices
-// then run concurrently, joined by events), and matches the CPU backend running the same plan. The CPU backend's own agreement with the unsplit plan is tested without a GPU
+// then run concurrently, joined by events), and matches the CPU backend running the same plan. The
+// CPU backend's own agreement with the unsplit plan is tested without a GPU
 // (tests/unit/BatchSlicingTest.cpp, tests/integration/test_slicing.py). This covers the CUDA
 // executors on slices, above all ConvBwdFilter with accumulate=1 (cuDNN beta = 1, legacy and
 // graph-API engines, algorithm timing on a scratch dW) inside a captured graph.
@@ -45,30 +46,30 @@ TEST(CudaSlicing, SplitAndPipelinedStepsMatchTheCpu) {
   auto target = findTarget("h200");
   ASSERT_TRUE(target.hasValue());
   for (auto [width, depth] : {std::pair{2, 0}, {0, 2}, {2, 2}, {4, 2}})
-  for (int streams : {1, 4}) {
-    SCOPED_TRACE("width " + std::to_string(width) + " depth " + std::to_string(depth) + ", " +
-                 std::to_string(streams) + " streams");
-    EmittedPlan e = *whole;
-    SliceOptions o;
-    o.width = width;
-    o.depth = depth;
-    o.split = width > 1;
-    o.pipeline = depth > 1;
-    sliceBatches(e.plan, o);
-    ASSERT_TRUE(e.plan.validate().isOk());
-    int accumulating = 0;
-    for (const PlanStep& s : e.plan.programs[0].steps)
-      accumulating += s.op == OpKind::ConvBwdFilter && s.attrs.getInt("accumulate", 0) == 1;
-    EXPECT_GT(accumulating, 0) << printPlan(e.plan);
-    if (streams > 1) {
-      StreamAssignment a = assignStreams(e.plan, *target, "fp32", streams);
-      EXPECT_GT(a.maxStreamsUsed, 1) << "the slices stayed on one stream";
+    for (int streams : {1, 4}) {
+      SCOPED_TRACE("width " + std::to_string(width) + " depth " + std::to_string(depth) + ", " +
+                   std::to_string(streams) + " streams");
+      EmittedPlan e = *whole;
+      SliceOptions o;
+      o.width = width;
+      o.depth = depth;
+      o.split = width > 1;
+      o.pipeline = depth > 1;
+      sliceBatches(e.plan, o);
       ASSERT_TRUE(e.plan.validate().isOk());
+      int accumulating = 0;
+      for (const PlanStep& s : e.plan.programs[0].steps)
+        accumulating += s.op == OpKind::ConvBwdFilter && s.attrs.getInt("accumulate", 0) == 1;
+      EXPECT_GT(accumulating, 0) << printPlan(e.plan);
+      if (streams > 1) {
+        StreamAssignment a = assignStreams(e.plan, *target, "fp32", streams);
+        EXPECT_GT(a.maxStreamsUsed, 1) << "the slices stayed on one stream";
+        ASSERT_TRUE(e.plan.validate().isOk());
+      }
+      RunSpec spec;
+      spec.tol = 1e-4;
+      runAndCompare(e, spec);
     }
-    RunSpec spec;
-    spec.tol = 1e-4;
-    runAndCompare(e, spec);
-  }
 }
 
 } // namespace

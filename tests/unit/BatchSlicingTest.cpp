@@ -22,7 +22,8 @@ struct PlanBuilder {
     plan.programs.push_back({"train", {}});
   }
   int tensor(const std::string& name, Shape shape, int64_t offset,
-             StorageClass storage = StorageClass::Transient, TensorRole role = TensorRole::Activation) {
+             StorageClass storage = StorageClass::Transient,
+             TensorRole role = TensorRole::Activation) {
     PlanTensor t;
     t.name = name;
     t.type.shape = std::move(shape);
@@ -30,7 +31,8 @@ struct PlanBuilder {
     t.storage = storage;
     t.role = role;
     plan.tensors.push_back(t);
-    int64_t& region = storage == StorageClass::Persistent ? plan.persistentBytes : plan.transientBytes;
+    int64_t& region =
+        storage == StorageClass::Persistent ? plan.persistentBytes : plan.transientBytes;
     region = std::max(region, (offset + t.bytes() + 63) / 64 * 64);
     return int(plan.tensors.size()) - 1;
   }
@@ -135,7 +137,9 @@ void expectClose(const std::map<std::string, std::vector<float>>& got,
   }
 }
 
-const PlanStep& stepAt(const Plan& p, size_t i) { return p.programs[0].steps[i]; }
+const PlanStep& stepAt(const Plan& p, size_t i) {
+  return p.programs[0].steps[i];
+}
 
 TEST(BatchSlicing, SplitMakesKSlicesOverContiguousRows) {
   ConvNet n;
@@ -194,18 +198,17 @@ TEST(BatchSlicing, PipelineRunsMicroBatchIOfEveryLayerBeforeIPlusOne) {
   }
   // The ReduceSum barrier depends on nothing after it, so it moves after the backward run,
   // which then joins the forward run: one run of four layers.
-  std::vector<std::string> want = {"Conv#0/2",        "Relu#0/2",          "ConvBwdData#0/2",
-                                   "ConvBwdFilter#0/2", "Conv#1/2",        "Relu#1/2",
-                                   "ConvBwdData#1/2", "ConvBwdFilter#1/2", "ReduceSum#0/1"};
+  std::vector<std::string> want = {"Conv#0/2",          "Relu#0/2",          "ConvBwdData#0/2",
+                                   "ConvBwdFilter#0/2", "Conv#1/2",          "Relu#1/2",
+                                   "ConvBwdData#1/2",   "ConvBwdFilter#1/2", "ReduceSum#0/1"};
   EXPECT_EQ(order, want) << printPlan(p);
   EXPECT_EQ(r.programs["train"].pipelines, 1);
 }
 
 TEST(BatchSlicing, SplitAndPipelinedStepsComputeWhatTheWholeStepDoes) {
   ConvNet n;
-  std::map<int, std::vector<float>> in = {{n.x, randomFloats(512, 1)},
-                                          {n.w, randomFloats(576, 2)},
-                                          {n.dr, randomFloats(512, 3)}};
+  std::map<int, std::vector<float>> in = {
+      {n.x, randomFloats(512, 1)}, {n.w, randomFloats(576, 2)}, {n.dr, randomFloats(512, 3)}};
   std::vector<int> results = {n.y, n.r, n.sum, n.dx, n.dw};
   auto want = runCpu(n.b.plan, in, results);
   for (auto [w, d] : {std::pair{2, 0}, {0, 2}, {2, 2}, {4, 0}, {0, 4}}) {
@@ -327,8 +330,10 @@ TEST(BatchSlicing, TheAnalyzersChoicesNeverSlowTheScheduleDown) {
       return scheduleStreams(t, q, q.programs[0], c, streams).sharedSeconds;
     };
     EXPECT_LE(predicted(p), predicted(b.plan)) << streams << " streams";
-    if (streams == 1) EXPECT_EQ(res.programs["train"].splitSteps, 0) << "one stream cannot overlap slices";
-    else EXPECT_GT(res.programs["train"].splitSteps, 0);
+    if (streams == 1)
+      EXPECT_EQ(res.programs["train"].splitSteps, 0) << "one stream cannot overlap slices";
+    else
+      EXPECT_GT(res.programs["train"].splitSteps, 0);
     ASSERT_TRUE(p.validate().isOk());
   }
 }
