@@ -76,10 +76,12 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
 
 /// The batch-slicing flags, shared by `compile` and `plan`.
 void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
-  cmd->add_flag_function("--no-split", [&s](int64_t) { s.split = false; },
-                "no intra-layer split into concurrent sub-batches");
-  cmd->add_flag_function("--no-pipeline", [&s](int64_t) { s.pipeline = false; },
-                "no micro-batch pipeline over runs of per-sample layers");
+  cmd->add_flag_function(
+      "--no-split", [&s](int64_t) { s.split = false; },
+      "no intra-layer split into concurrent sub-batches");
+  cmd->add_flag_function(
+      "--no-pipeline", [&s](int64_t) { s.pipeline = false; },
+      "no micro-batch pipeline over runs of per-sample layers");
   cmd->add_option("--split-width", s.width,
                   "testing: split every splittable step into K sub-batches (default: the "
                   "analyzer's choice per step)")

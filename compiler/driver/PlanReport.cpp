@@ -85,18 +85,22 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
     const PlanStep& s = program->steps[i];
     const StepCost& c = cost.steps[i];
     StepSlicing sl = sliced ? sliced->steps[i] : StepSlicing{};
-    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s%s", i,
-                 opName(s.op), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks, c.launch.threads,
-                 c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
-                 c.bytes / 1e6, c.seconds * 1e6,
-                 where(plan, s).c_str(), s.loc.c_str(),
-                 sl.width * sl.depth > 1 ? format(" #%d/%d", sl.micro * sl.width + sl.part, sl.width * sl.depth).c_str() : "",
+    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  "
+                 "%-10s  %s%s%s",
+                 i, opName(s.op), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks,
+                 c.launch.threads, c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves,
+                 c.flops / 1e9, c.bytes / 1e6, c.seconds * 1e6, where(plan, s).c_str(),
+                 s.loc.c_str(),
+                 sl.width * sl.depth > 1
+                     ? format(" #%d/%d", sl.micro * sl.width + sl.part, sl.width * sl.depth).c_str()
+                     : "",
                  c.onCriticalPath ? " *" : "");
     os << (c.measured ? format(" measured (%d)\n", c.kernels) : std::string("\n"));
   }
   if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
-                 "micro-batches\n", sliced->splitSteps, sliced->pipelines);
+                 "micro-batches\n",
+                 sliced->splitSteps, sliced->pipelines);
   os << format("streams %d (at most %d), events %zu (dependencies %zu, %zu after transitive "
                "reduction)\n", sched.streams, maxStreams, sched.events.size(),
                sched.dependencyEdges, sched.reducedEdges);

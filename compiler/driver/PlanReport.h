@@ -29,7 +29,6 @@ void printPlanDot(const Plan& plan, const Target& target, const std::string& pre
 /// `slicing` (from sliceBatches) fills the width and depth columns.
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os,
-                     const ProfileRecords* records = nullptr,
-                     const SliceResult* slicing = nullptr);
+                     const ProfileRecords* records = nullptr, const SliceResult* slicing = nullptr);
 
 } // namespace hgp

@@ -217,8 +217,8 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
       return a.ctx.reserveWorkspace(s.workspace);
     }
     if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
-      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32,
-                                  a.ctx.deterministic, 1, index, s.beta);
+      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32, a.ctx.deterministic,
+                                  1, index, s.beta);
       if (plans && !plans->empty()) {
         s.graph = std::move(plans->front());
         s.workspace = size_t(s.graph->workspace());
@@ -319,7 +319,8 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
     if (s.beta != 0.f) {
       HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel()) * sizeof(float)));
     }
-    Status st = choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, target, dy.data);
+    Status st = choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, target,
+                       dy.data);
     if (target != dw.data) {
       cudaError_t e = cudaFree(target);
       if (st && e != cudaSuccess) st = cudaError(e, "cudaFree", __FILE__, __LINE__);
@@ -328,9 +329,10 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
     s.ready = true;
   }
   if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, dw.data, dy.data, a.ctx.workspace);
-  HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data, s.conv,
-                                               cudnnConvolutionBwdFilterAlgo_t(s.algo), a.ctx.workspace,
-                                               s.workspace, s.beta != 0.f ? &kOne : &kZero, s.w, dw.data));
+  HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data,
+                                               s.conv, cudnnConvolutionBwdFilterAlgo_t(s.algo),
+                                               a.ctx.workspace, s.workspace,
+                                               s.beta != 0.f ? &kOne : &kZero, s.w, dw.data));
   return Status::ok();
 }
 
