@@ -223,6 +223,9 @@ def main():
     ap.add_argument("--hgpc", default="hgpc")
     ap.add_argument("--cases", default=",".join("%s:%d" % c for c in CASES))
     ap.add_argument("--torch-modes", default="eager,graph")
+    ap.add_argument("--compile-cases", default="",
+                    help="time torch.compile only for these cases (default: every case); its "
+                         "compile takes about a minute per model")
     ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     ap.add_argument("--op-times", action="store_true", help="also write optimes.txt")
@@ -262,6 +265,8 @@ def main():
             except Exception as e:  # noqa: BLE001
                 r["hgpc_single_error"] = str(e)
         for mode in args.torch_modes.split(","):
+            if mode == "compile" and args.compile_cases and spec not in args.compile_cases.split(","):
+                continue
             try:
                 ms, peak = torch_step_ms(name, batch, mode)
                 r["torch_" + mode] = dict(ms=ms, peak_bytes=peak)
@@ -294,7 +299,7 @@ def main():
             cells.append("%.3f" % r["stream_gain"] if "stream_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
-            cells.append("%.3f" % t["ms"] if t else "error")
+            cells.append("%.3f" % t["ms"] if t else "error" if "torch_%s_error" % m in r else "-")
         cells.append("%.2f" % r["ratio"] if "ratio" in r else "")
         cells.append("%.0f" % (h["peak_bytes"] / 2**20) if h and h.get("peak_bytes") else "")
         tm = [r[k]["peak_bytes"] for k in r if k.startswith("torch_") and isinstance(r[k], dict)]

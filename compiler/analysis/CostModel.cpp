@@ -41,6 +41,7 @@ ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& pr
     measured = nullptr;
   double gap = measured && measured->gapSamples > 0 ? measured->gapSeconds : t.launchSeconds;
   ProgramCost pc;
+  pc.sharingMeasured = measured && measured->streams > 1;
   size_t n = program.steps.size();
   pc.steps.reserve(n);
   for (size_t i = 0; i < n; ++i) {

@@ -51,6 +51,9 @@ struct ProgramCost {
   double serialSeconds = 0;         ///< One stream: the sum of the steps.
   double criticalPathSeconds = 0;   ///< Unlimited streams: the longest dependency chain.
   std::vector<int> criticalPath;    ///< Step indices along it, in order.
+  /// The step times were measured with several streams running at once, so they already include
+  /// what sharing the GPU cost (the schedule then applies no sharing rule of its own).
+  bool sharingMeasured = false;
 };
 
 /// One step's predicted time.

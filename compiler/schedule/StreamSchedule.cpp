@@ -136,7 +136,7 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
   }
   s.streams = std::max(1, s.streams);
   for (double f : finish) s.idealSeconds = std::max(s.idealSeconds, f);
-  s.sharedSeconds = std::max(s.idealSeconds, area);
+  s.sharedSeconds = cost.sharingMeasured ? s.idealSeconds : std::max(s.idealSeconds, area);
   return s;
 }
 

@@ -30,7 +30,9 @@ struct StreamSchedule {
   };
   std::vector<Event> events;
   /// Predicted time of the scheduled program when concurrent kernels do not slow each other
-  /// down, and with the analyzer's sharing rule for kernels that overlap in time.
+  /// down, and with the analyzer's sharing rule for kernels that overlap in time (the same as the
+  /// first when the step times were measured with the streams running at once: the slowdown is
+  /// already in them).
   double idealSeconds = 0, sharedSeconds = 0;
   size_t dependencyEdges = 0, reducedEdges = 0;
   /// Each step's direct dependencies after transitive reduction (reducedDependencies).

@@ -557,24 +557,38 @@ private:
   /// ancestors that no earlier step owns are this step's nodes. (Owned sets are closed under
   /// ancestry, so the walk stops at the first owned node.)
   void noteCapturedNodes(Program& p, int step, cudaStream_t stream) {
+    // Edge data must be asked for: cuDNN's kernels may be joined by programmatic (PDL) edges, and
+    // a query without it fails as lossy and leaves an error behind for the next launch to find.
     cudaStreamCaptureStatus status;
     const cudaGraphNode_t* deps = nullptr;
+    const cudaGraphEdgeData* edges = nullptr;
     size_t n = 0;
-    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &n) !=
-        cudaSuccess)
+    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
       return;
+    }
     std::vector<cudaGraphNode_t> todo(deps, deps + n), up;
+    std::vector<cudaGraphEdgeData> upEdges;
     while (!todo.empty()) {
       cudaGraphNode_t node = todo.back();
       todo.pop_back();
       if (!p.nodeStep.emplace(node, step).second) continue;
       size_t k = 0;
-      if (cudaGraphNodeGetDependencies(node, nullptr, nullptr, &k) != cudaSuccess || k == 0) continue;
+      if (cudaGraphNodeGetDependencies(node, nullptr, nullptr, &k) != cudaSuccess || k == 0) {
+        (void)cudaGetLastError();
+        continue;
+      }
       up.resize(k);
-      if (cudaGraphNodeGetDependencies(node, up.data(), nullptr, &k) != cudaSuccess) continue;
+      upEdges.resize(k);
+      if (cudaGraphNodeGetDependencies(node, up.data(), upEdges.data(), &k) != cudaSuccess) {
+        (void)cudaGetLastError();
+        continue;
+      }
       todo.insert(todo.end(), up.begin(), up.begin() + long(k));
     }
   }
+
 
   /// Runs the program once while CUPTI records it (a fresh capture and one replay, or op by op
   /// with a correlation id per step), then writes --profile and --trace.

@@ -282,6 +282,7 @@ ProgramMeasurement measureProgram(const ProfileRecords& r, const PlanProgram& pr
       }
     }
   }
+  for (const auto& [stream, end] : streamEnd) m.streams += stream >= 0;
   m.gapSamples = int(gaps.size());
   if (!gaps.empty()) {
     std::nth_element(gaps.begin(), gaps.begin() + long(gaps.size() / 2), gaps.end());

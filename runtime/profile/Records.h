@@ -101,6 +101,9 @@ struct ProgramMeasurement {
   double gapSeconds = 0;
   int gapSamples = 0;
   double spanSeconds = 0;               ///< The profiled iteration, first start to last end.
+  /// Plan streams its records ran on. With more than one, every duration already includes the
+  /// slowdown of sharing the GPU with the other streams' kernels.
+  int streams = 0;
 };
 
 /// Groups the records of `program` by step. Records of steps outside the program are ignored

@@ -201,6 +201,23 @@ TEST(ProfileRecords, CostModelTakesMeasuredTimesAndShapes) {
   EXPECT_DOUBLE_EQ(same.serialSeconds, estimated.serialSeconds);
 }
 
+TEST(ProfileRecords, TimesMeasuredOnSeveralStreamsAlreadyIncludeSharing) {
+  Target t = fakeTarget();
+  Plan plan = fourStepPlan();
+  const PlanProgram& prog = plan.programs[0];
+  ProgramMeasurement two = measureProgram(fourStepRecords(), prog);
+  EXPECT_EQ(two.streams, 2); // the copy stream (-1) does not count
+  EXPECT_TRUE(programCost(t, plan, prog, "tf32", {}, &two).sharingMeasured);
+  // The same records all on stream 0: the durations were measured alone.
+  ProfileRecords one = fourStepRecords();
+  for (auto& a : one.records)
+    if (a.stream > 0) a.stream = 0;
+  ProgramMeasurement alone = measureProgram(one, prog);
+  EXPECT_EQ(alone.streams, 1);
+  EXPECT_FALSE(programCost(t, plan, prog, "tf32", {}, &alone).sharingMeasured);
+  EXPECT_FALSE(programCost(t, plan, prog, "tf32").sharingMeasured);
+}
+
 TEST(ChromeTrace, TracksSlicesAndFlowArrowsParseAsJson) {
   Plan plan = fourStepPlan();
   ProfileRecords r = fourStepRecords();
