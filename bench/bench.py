@@ -37,7 +37,7 @@ from models import CASES, make  # noqa: E402
 
 
 # The plain plan the scheduling passes are measured against: one stream, no splits, no pipeline.
-SINGLE_STREAM = ("--max-streams", "1")
+SINGLE_STREAM = ("--max-streams", "1", "--no-split", "--no-pipeline")
 
 
 def torch_step_ms(name, batch, mode, iters=30, reps=5):
