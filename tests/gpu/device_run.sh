@@ -60,6 +60,8 @@ for stage in $stages; do
   gpu)
     hgp_gpu_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
     note "gpu op suite: exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]|tests? from .* ran' "$OUT/gpu_tests.log" | tr '\n' ' '))"
+    HGPC_BUILD=$here/.gpu/.dev python3 tests/gpu/slicing_cuda.py > "$OUT/slicing_cuda.log" 2>&1
+    note "slicing on cuda (split and pipelined vs plain, deterministic): exit $? ($(tail -1 "$OUT/slicing_cuda.log"))"
     ;;
   conformance)
     HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1
