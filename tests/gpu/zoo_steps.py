@@ -16,9 +16,11 @@ machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
 """
 import argparse
+import atexit
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,7 @@ def main():
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
         work = tempfile.mkdtemp(prefix="zoo-")
+        atexit.register(shutil.rmtree, work, True)
         path = os.path.join(work, "m.onnx")
         kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, input_names=["input"])
         try:

@@ -31,9 +31,11 @@ and the final state within 1e-3 as a whole (relative L2 over all tensors).
     /usr/bin/python3 tests/parity/parity.py --model resnet18 --optimizer sgd --build build
 """
 import argparse
+import atexit
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,6 +164,9 @@ def main():
 
     work = args.keep or tempfile.mkdtemp(prefix="hgpc-parity-")
     os.makedirs(work, exist_ok=True)
+    if not args.keep:
+        # Each run leaves up to 2 GB (models, data, trained copies): never keep them.
+        atexit.register(shutil.rmtree, work, True)
     onnx_path = os.path.join(work, "model.onnx")
     torch.onnx.export(copy.deepcopy(model), torch.zeros(batch, *shape), onnx_path,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
