@@ -340,6 +340,16 @@ inline void expectBitIdentical(const EmittedPlan& ea, const EmittedPlan& eb,
                                const RunSpec& spec) {
   const Plan& plan = ea.plan;
   ASSERT_EQ(ea.plan.tensors.size(), eb.plan.tensors.size());
+  {
+    // Both backends must run the same algorithms, and two backends that each time them can pick
+    // differently: a first backend times them and saves its choices in the tuning cache, which
+    // the two compared backends then read.
+    auto warm = makeGpuBackend(oa);
+    ASSERT_TRUE(warm.hasValue());
+    Status st = (*warm)->load(ea.plan, InitData{ea.data, {}});
+    if (st) st = (*warm)->run("step");
+    ASSERT_TRUE(st.isOk()) << st.toString();
+  }
   auto a = makeGpuBackend(oa), b = makeGpuBackend(ob);
   ASSERT_TRUE(a.hasValue() && b.hasValue());
   Status st = (*a)->load(ea.plan, InitData{ea.data, {}});

@@ -128,7 +128,7 @@ class SlicingTest(HgpcTestCase):
 
     def test_small_resnet(self):
         model = self.path("resnet_small.onnx")
-        subprocess.run(["/usr/bin/python3", "-W", "ignore", "-c", SMALL_RESNET, model],
+        subprocess.run([sys.executable, "-W", "ignore", "-c", SMALL_RESNET, model],
                        check=True, capture_output=True)
         self.check(model, 4)
 
