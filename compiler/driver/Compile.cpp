@@ -30,6 +30,10 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   m.setInt("classes", c.forward->outputs()[0]->shape().back());
   m.setInt("metrics_ring", t.metricsRing);
   m.setInt("seed", int64_t(t.seed));
+  if (t.ranks > 1) { // data parallel: the runner checks it, hgpc plan's cost model uses it
+    m.setInt("ranks", t.ranks);
+    m.setInt("bucket_bytes", t.bucketBytes);
+  }
   return m;
 }
 
