@@ -11,9 +11,9 @@ trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -W ignore "$root/samples/make_resnet18_28.py" "$work/resnet18_28.onnx" >/dev/null 2>&1
 opts=(--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4)
 failed=0
-check() { # name model target batch
+check() { # name model target batch [more hgpc plan flags]
   local got="$work/$1.txt" want="$here/$1.txt"
-  "$hgpc" plan "$2" --target "$3" --batch "$4" "${opts[@]}" > "$got"
+  "$hgpc" plan "$2" --target "$3" --batch "$4" "${opts[@]}" "${@:5}" > "$got"
   if [[ ${HGP_UPDATE_GOLDEN:-} == 1 ]]; then
     cp "$got" "$want"
   elif ! diff -u "$want" "$got" > "$work/$1.diff"; then
@@ -26,6 +26,10 @@ for target in h200 a100; do
     check "resnet18_28.$target.b$batch" "$work/resnet18_28.onnx" $target $batch
   done
 done
+# Data parallelism over 2 ranks (docs/distributed.md): the all-reduce buckets, their stream and
+# predicted time; LeNet-5 with a small bucket cap, so that it has several buckets.
+check "lenet5.h200.b32.ranks2" "$root/samples/lenet5.onnx" h200 32 --ranks 2 --bucket-mb 0.05
+check "resnet18_28.h200.b32.ranks2" "$work/resnet18_28.onnx" h200 32 --ranks 2
 # The DOT form draws the same schedule: one edge per reduced dependency, the events in red.
 dot="$work/lenet5.dot"
 "$hgpc" plan "$root/samples/lenet5.onnx" --target h200 --batch 32 "${opts[@]}" --emit dot > "$dot"
