@@ -22,6 +22,7 @@
 // step run back to back, so the times are kernel times plus any gap the host leaves).
 #include "runtime/Backend.h"
 #include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/Nccl.h"
 #include "runtime/cuda/TuningCache.h"
 #include "runtime/support/ThreadPool.h"
 
@@ -130,7 +131,17 @@ public:
     ctx_.deterministic = opts_.deterministic;
     ctx_.verbose = opts_.verbose;
     ctx_.tuning = &tuning_;
+    if (opts_.ranks > 1) {
+      if (!opts_.shareUniqueId) return Status(ErrorCode::Internal, "no rendezvous for the NCCL id");
+      HGP_ASSIGN_OR_RETURN(comm_, Communicator::create(opts_.rank, opts_.ranks, opts_.shareUniqueId));
+      ctx_.comm = comm_.get();
+    }
     return Status::ok();
+  }
+
+  Status collectiveError() override { return comm_ ? comm_->asyncError() : Status::ok(); }
+  void abortCollectives() override {
+    if (comm_) comm_->abort();
   }
 
   const char* name() const override { return "cuda"; }
@@ -487,6 +498,7 @@ private:
   int inputSlot_ = 0; ///< The slot whose device inputs were last written or run on (for read()).
   std::map<std::string, Program> programs_;
   std::unique_ptr<ThreadPool> copyPool_;
+  std::unique_ptr<Communicator> comm_; ///< Data parallelism; null with one rank.
 };
 
 } // namespace
