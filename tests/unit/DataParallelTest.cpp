@@ -150,7 +150,9 @@ TEST(DataParallel, BucketsFollowTheBackwardOrderAndStartRightAfterTheirLastGradi
       EXPECT_EQ(int(j) - 1, ready) << "bucket " << bucket - 1 << " starts late";
     }
     EXPECT_EQ(members, 6);
-    if (cap == 1) EXPECT_EQ(bucket, 6) << "a 1-byte cap gives every tensor its own bucket";
+    if (cap == 1) {
+      EXPECT_EQ(bucket, 6) << "a 1-byte cap gives every tensor its own bucket";
+    }
     EXPECT_EQ(c.stats["all-reduce-gradients.buckets"], bucket);
   }
 }
