@@ -116,6 +116,8 @@ PY
     note "bench: exit $?"
     ;;
   dp)
+    hgp_gpu_tests --gtest_filter='CudaCollective*:*AllReduce*' > "$OUT/dp_collective.log" 2>&1
+    note "dp NCCL all-reduce on 2 GPUs (eager and graph): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/dp_collective.log" | tr '\n' ' ')"
     tests/gpu/dp_equivalence.sh "$(command -v hgpc)" "$fm" > "$OUT/dp.log" 2>&1
     note "dp equivalence, LeNet-5 2 GPUs x 32 vs 1 GPU x 64, 5 steps: exit $? $(grep -E 'relative|PASSED|FAILED|skipped' "$OUT/dp.log" | tr '\n' ' ')"
     if [[ $(nvidia-smi -L | grep -c '^GPU') -ge 2 ]]; then
