@@ -62,11 +62,13 @@ Status runAllReduceGradients(Graph& g, PassContext& ctx) {
   // Anchor each bucket before the node that follows its last member's producer; compute all
   // anchors first, since inserting moves positions.
   std::vector<Node*> anchors;
+  std::vector<long> readyAt;
   for (const auto& b : buckets) {
     long ready = -1;
     for (const Item& it : b) ready = std::max(ready, it.ready);
     size_t next = size_t(ready + 1);
     anchors.push_back(next < g.nodes().size() ? g.nodes()[next] : nullptr);
+    readyAt.push_back(ready);
   }
 
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -95,10 +97,18 @@ Status runAllReduceGradients(Graph& g, PassContext& ctx) {
     for (size_t i = 0; i < ins.size(); ++i) {
       Value* reduced = n->output(i);
       reduced->setRole(ins[i]->role());
-      // Every reader of the local value now reads the mean; the all-reduce itself still reads
-      // the local one.
-      g.replaceAllUsesWith(ins[i], reduced);
-      n->setInput(i, ins[i]);
+      // Readers after the bucket now read the mean. Readers before it (the --sync-bn
+      // statistics' gradients use a BN scale's and bias's local sums) keep the local value.
+      for (Node* u : std::vector<Node*>(ins[i]->users())) {
+        auto at = pos.find(u);
+        if (u == n || at == pos.end() || at->second <= readyAt[b]) continue;
+        for (size_t k = 0; k < u->numInputs(); ++k)
+          if (u->input(k) == ins[i]) u->setInput(k, reduced);
+      }
+      for (Value*& out : g.mutableOutputs())
+        if (out == ins[i]) out = reduced;
+      for (Carry& c : g.mutableCarries())
+        if (c.next == ins[i]) c.next = reduced;
       const Item& it = buckets[b][i];
       if (it.paramIndex >= 0) ctx.paramGrads[size_t(it.paramIndex)].second = reduced;
     }

@@ -49,6 +49,8 @@ struct TrainOptions {
   /// at most `bucketBytes` (one gradient larger than that is a bucket of its own).
   int64_t ranks = 1;
   int64_t bucketBytes = int64_t(25) << 20;
+  /// --sync-bn: BatchNorm statistics over the global batch (all-reduced), not per rank.
+  bool syncBn = false;
 
   double effectiveWeightDecay() const {
     return weightDecay >= 0 ? weightDecay : optimizer == "adamw" ? 0.01 : 0.0;

@@ -33,6 +33,7 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   if (t.ranks > 1) { // data parallel: the runner checks it, hgpc plan's cost model uses it
     m.setInt("ranks", t.ranks);
     m.setInt("bucket_bytes", t.bucketBytes);
+    if (t.syncBn) m.setInt("sync_bn", 1);
   }
   return m;
 }

@@ -74,6 +74,7 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
   cmd->add_option_function<double>(
       "--bucket-mb", [&t](double mb) { t.bucketBytes = int64_t(mb * (1 << 20)); },
       "gradient all-reduce bucket cap in MiB (default 25)");
+  cmd->add_flag("--sync-bn", t.syncBn, "with --ranks: BatchNorm statistics over the global batch");
 }
 
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,

@@ -58,7 +58,7 @@ void printCommunication(const Plan& plan, const Target& target, const PlanProgra
   }
   if (buckets == 0) return;
   StreamSchedule without = scheduleStreams(target, plan, program, free, maxStreams);
-  os << format("communication %d buckets, %.2f MB over %lld ranks (%.0f GB/s links): all-reduce "
+  os << format("communication %d all-reduces, %.2f MB over %lld ranks (%.0f GB/s links): all-reduce "
                "%.3f ms, exposed %.3f ms\n", buckets, bytes / 1e6,
                (long long)plan.meta.getInt("ranks", 1), target.linkBandwidth / 1e9, total * 1e3,
                std::max(0.0, sched.idealSeconds - without.idealSeconds) * 1e3);
@@ -67,9 +67,11 @@ void printCommunication(const Plan& plan, const Target& target, const PlanProgra
     if (s.op != OpKind::AllReduce) continue;
     int after = -1;
     for (int j : sched.dependencies[i]) after = std::max(after, j);
-    os << format("  bucket %lld: step %zu (stream %d) after step %d, %zu tensors, %.3f MB, %.3f ms\n",
-                 (long long)s.attrs.getInt("bucket", 0), i, sched.stream[i], after, s.inputs.size(),
-                 cost.steps[i].bytes / 1e6, cost.steps[i].seconds * 1e3);
+    std::string what = s.attrs.has("bucket") ? "bucket " + std::to_string(s.attrs.getInt("bucket"))
+                                             : "'" + s.loc + "'";
+    os << format("  %s: step %zu (stream %d) after step %d, %zu tensors, %.3f MB, %.3f ms\n",
+                 what.c_str(), i, sched.stream[i], after, s.inputs.size(), cost.steps[i].bytes / 1e6,
+                 cost.steps[i].seconds * 1e3);
   }
 }
 

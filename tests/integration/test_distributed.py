@@ -70,7 +70,8 @@ class DistributedTest(HgpcTestCase):
         self.assertIn("under mpirun, start one process per GPU", err)
 
     def test_hgpc_rejects_bad_rank_flags(self):
-        for flags, want in ((["--ranks", "0"], "--ranks"), (["--ranks", "2", "--bucket-mb", "0"], "--bucket-mb")):
+        for flags, want in ((["--ranks", "0"], "--ranks"), (["--ranks", "2", "--bucket-mb", "0"], "--bucket-mb"),
+                            (["--sync-bn"], "--sync-bn needs --ranks 2")):
             code, _, err = run([HGPC, "compile", self.compile_model(), "-o", self.path("x"), "--batch", "8", *flags])
             self.assertEqual(code, 2, err)
             self.assertIn(want, err)

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -232,6 +233,104 @@ TEST(DataParallel, OnOneRankTheTwoRankPlanTrainsLikeTheOneRankPlan) {
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_NE(losses[0][0], losses[0][2]) << "the test must train";
   for (const auto& [name, v] : weights[0]) EXPECT_EQ(v, weights[1][name]) << name;
+}
+
+/// A small CNN with a training-mode BatchNorm (x[4,3,6,6] -> conv 4 -> BN -> relu -> pool -> 10).
+Compiled compileBnNet(int64_t ranks, bool syncBn) {
+  Graph g("bnnet");
+  Value* x = *g.addGraphValue("x", TensorRole::Input, {DType::F32, {4, 3, 6, 6}});
+  auto value = [&](const std::string& n, TensorRole role, Shape s, uint32_t seed, float fill = 0) {
+    TensorType t{DType::F32, s};
+    std::shared_ptr<TensorData> d = randomData(t, seed);
+    if (seed == 0)
+      for (int64_t i = 0; i < t.numElements(); ++i) reinterpret_cast<float*>(d->bytes.data())[i] = fill;
+    return *g.addGraphValue(n, role, t, d);
+  };
+  Value* w = value("w", TensorRole::Param, {4, 3, 3, 3}, 5);
+  Value *s = value("bn.scale", TensorRole::Param, {4}, 0, 1.f), *b = value("bn.bias", TensorRole::Param, {4}, 6);
+  Value *rm = value("bn.mean", TensorRole::State, {4}, 0, 0.f), *rv = value("bn.var", TensorRole::State, {4}, 0, 1.f);
+  Value* w2 = value("w2", TensorRole::Param, {10, 4}, 7);
+  AttrMap conv;
+  conv.setInts("strides", {1, 1});
+  conv.setInts("pads", {1, 1, 1, 1});
+  conv.setInts("dilations", {1, 1});
+  conv.setInt("group", 1);
+  Value* c = (*g.addNode(OpKind::Conv, {x, w}, conv, "conv"))->output(0);
+  AttrMap bnA;
+  bnA.setFloat("epsilon", 1e-5);
+  Node* bn = *g.addNode(OpKind::BatchNormTrain, {c, s, b}, bnA, "bn");
+  AttrMap up;
+  up.setFloat("momentum", 0.9);
+  up.setInt("unbiased", 1);
+  up.setInt("count", 4 * 36);
+  Node* u = *g.addNode(OpKind::BnRunningUpdate, {rm, rv, bn->output(1), bn->output(2)}, up, "bn/update");
+  g.addCarry(rm, u->output(0));
+  g.addCarry(rv, u->output(1));
+  Value* r = (*g.addNode(OpKind::Relu, {bn->output(0)}, {}, "relu"))->output(0);
+  Value* p = (*g.addNode(OpKind::GlobalAveragePool, {r}, {}, "pool"))->output(0);
+  AttrMap flat;
+  flat.setInts("shape", {4, 4});
+  Value* f = (*g.addNode(OpKind::Reshape, {p}, flat, "flat"))->output(0);
+  AttrMap gemm;
+  gemm.setFloat("alpha", 1);
+  gemm.setFloat("beta", 1);
+  gemm.setInt("transA", 0);
+  gemm.setInt("transB", 1);
+  g.addOutput((*g.addNode(OpKind::Gemm, {f, w2}, gemm, "fc"))->output(0));
+  PassContext ctx;
+  ctx.train.lr = 0.1;
+  ctx.train.momentum = 0.9;
+  ctx.train.ranks = ranks;
+  ctx.train.syncBn = syncBn;
+  Status st = runPipeline(g, trainPipeline(), ctx);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  ProgramSource prog{"train", &g, {{"input", "x"}, {"labels", "labels"}, {"loss", "loss"}}};
+  auto emitted = emitPlan({prog}, EmitOptions{});
+  EXPECT_TRUE(emitted.hasValue()) << emitted.status().toString();
+  return {std::move(*emitted), ctx.stats};
+}
+
+/// --sync-bn on one rank (every all-reduce the identity) is ordinary training-mode BatchNorm:
+/// the decomposed statistics and their gradients (through BatchNorm's mean and var, ReduceMean
+/// and AllReduce) must train like the fused BatchNormTrain / BatchNormBwd.
+TEST(DataParallel, SyncBatchNormOnOneRankTrainsLikeBatchNorm) {
+  Compiled plain = compileBnNet(1, false), sync = compileBnNet(2, true);
+  EXPECT_EQ(sync.stats["sync-batch-norm.layers"], 1);
+  int statCollectives = 0;
+  for (const PlanStep& st : sync.emitted.plan.programs[0].steps)
+    statCollectives += st.op == OpKind::AllReduce && !st.attrs.has("bucket");
+  EXPECT_EQ(statCollectives, 4) << "mean and var forward, their gradients backward";
+  std::vector<float> x(4 * 3 * 36);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 23) - 11) / 7.f;
+  std::vector<int64_t> labels = {1, 7, 3, 0};
+  std::vector<float> losses[2];
+  std::map<std::string, std::vector<float>> weights[2];
+  Compiled* cs[2] = {&plain, &sync};
+  for (int k = 0; k < 2; ++k) {
+    const Plan& plan = cs[k]->emitted.plan;
+    auto be = createCpuBackend();
+    ASSERT_TRUE(be->load(plan, InitData{cs[k]->emitted.data, {}}).isOk());
+    for (int step = 0; step < 4; ++step) {
+      ASSERT_TRUE(be->write(plan.binding("input"), x.data()).isOk());
+      ASSERT_TRUE(be->write(plan.binding("labels"), labels.data()).isOk());
+      Status st = be->run("train");
+      ASSERT_TRUE(st.isOk()) << st.toString();
+      float loss = 0;
+      ASSERT_TRUE(be->read(plan.binding("loss"), &loss).isOk());
+      losses[k].push_back(loss);
+    }
+    for (const char* w : {"w", "bn.scale", "bn.bias", "w2", "bn.mean"}) {
+      int t = plan.findTensor(w);
+      std::vector<float> v(size_t(plan.tensors[size_t(t)].type.numElements()));
+      ASSERT_TRUE(be->read(t, v.data()).isOk());
+      weights[k][w] = v;
+    }
+  }
+  EXPECT_NE(losses[0][0], losses[0][3]) << "the test must train";
+  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << i;
+  for (const auto& [name, v] : weights[0])
+    for (size_t i = 0; i < v.size(); ++i)
+      EXPECT_NEAR(weights[1][name][i], v[i], 2e-5 * (1 + std::fabs(v[i]))) << name << "[" << i << "]";
 }
 
 TEST(DataParallel, CollectivesRunOnTheirOwnStream) {
