@@ -500,6 +500,21 @@ TEST(CudaOpSuite, DropoutMaskIsTheCpuMask) {
     }
 }
 
+/// The gradients of an inference-mode BatchNorm's statistics (--sync-bn), against the CPU.
+TEST(CudaOpSuite, BnStatsGrad) {
+  HGP_REQUIRE_CUDA();
+  Graph g("bnstatsgrad");
+  std::vector<Value*> ps;
+  for (int i = 0; i < 4; ++i) ps.push_back(addValue(g, "p" + std::to_string(i), TensorRole::Param, f32({37})));
+  // var must be positive: square it.
+  Value* var = op1(g, OpKind::Mul, {ps[3], ps[3]});
+  Node* n = addNode(g, OpKind::BnStatsGrad, {ps[0], ps[1], ps[2], var}, attrs({{"epsilon", 1e-5}}));
+  ASSERT_NE(n, nullptr);
+  auto e = emit(g, bindOutputs(g, n->outputs()));
+  ASSERT_TRUE(e.has_value());
+  runAndCompare(*e);
+}
+
 // ---- Collectives ---------------------------------------------------------------------------
 
 /// On one rank (no communicator) an all-reduce bucket copies each operand to its result, in
