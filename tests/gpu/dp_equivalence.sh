@@ -14,7 +14,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [[ ${gpus:-0} -lt 2 ]]; then echo "skipped: needs 2 GPUs, found ${gpus:-0}"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 "$here/samples/make_resnet18_28.py" "$work/resnet18_28.onnx" > /dev/null 2>&1 || exit 1
+python3 "$here/samples/make_resnet18_28.py" "$work/resnet18_28.onnx" > /dev/null 2>&1 || exit 1
 failed=0
 check() { # name model per-gpu-batch weight-tolerance [flags for the 2-GPU compile]
   local name=$1 model=$2 b=$3 tol=$4
@@ -24,7 +24,7 @@ check() { # name model per-gpu-batch weight-tolerance [flags for the 2-GPU compi
   local run=(--data "fashion-mnist:$fm" --steps 5 --deterministic --device cuda --progress none)
   "$work/$name.one" "${run[@]}" --metrics "$work/$name.one.jsonl" --save "$work/$name.one.onnx" || return 1
   "$work/$name.two" "${run[@]}" --gpus 2 --metrics "$work/$name.two.jsonl" --save "$work/$name.two.onnx" || return 1
-  /usr/bin/python3 - "$work/$name" "$tol" <<'PY'
+  python3 - "$work/$name" "$tol" <<'PY'
 import json, sys
 import numpy as np, onnx, onnx.numpy_helper as nh
 w, tol = sys.argv[1], float(sys.argv[2])
