@@ -26,8 +26,8 @@ namespace {
 
 struct Item {
   Value* value;
-  long ready;       ///< Position of the producer in the node order; -1 for graph-level values.
-  long paramIndex;  ///< Into PassContext::paramGrads, or -1 for the loss and the count.
+  long ready;      ///< Position of the producer in the node order; -1 for graph-level values.
+  long paramIndex; ///< Into PassContext::paramGrads, or -1 for the loss and the count.
 };
 
 } // namespace

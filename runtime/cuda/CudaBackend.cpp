@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <map>
 
 namespace hgp {
@@ -96,6 +97,10 @@ public:
     for (cudaEvent_t e : {stagingRead_[0], stagingRead_[1], fork_, join_})
       if (e) cudaEventDestroy(e);
     if (copyStream_) cudaStreamDestroy(copyStream_);
+    if (ctx_.commStream) {
+      cudaStreamSynchronize(ctx_.commStream);
+      cudaStreamDestroy(ctx_.commStream);
+    }
     cudaFree(inputSpare_);
     cudaFree(persistent_);
     cudaFree(transient_);
@@ -135,6 +140,10 @@ public:
       if (!opts_.shareUniqueId) return Status(ErrorCode::Internal, "no rendezvous for the NCCL id");
       HGP_ASSIGN_OR_RETURN(comm_, Communicator::create(opts_.rank, opts_.ranks, opts_.shareUniqueId));
       ctx_.comm = comm_.get();
+      // HGPC_COLLECTIVES_INLINE=1 runs them on the compute stream, without overlap (for bisecting).
+      const char* inl = std::getenv("HGPC_COLLECTIVES_INLINE");
+      if (!(inl && std::string(inl) == "1"))
+        HGP_CUDA_TRY(cudaStreamCreateWithFlags(&ctx_.commStream, cudaStreamNonBlocking));
     }
     return Status::ok();
   }
@@ -401,6 +410,7 @@ private:
   /// Enqueues the program: the staged input copies, then every launch. With `marks`, records
   /// marks[0] first, marks[1] after the copies and marks[i + 2] after launch i.
   Status enqueue(Program& p, int slot, std::vector<cudaEvent_t>* marks = nullptr) {
+    ctx_.pendingCollectives.clear(); // left over only by a run that failed
     if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[0], ctx_.stream));
     // This run computes on slot `slot`'s device inputs; the forked copy stream moves the
     // prefetched next batch (staging of the other slot) meanwhile.
@@ -419,6 +429,7 @@ private:
     for (Launch& l : p.launches) {
       const PlanStep& first = p.source->steps[size_t(l.steps[0])];
       std::string who = std::string(opName(first.op)) + " '" + first.loc + "'";
+      if (!ctx_.pendingCollectives.empty()) HGP_TRY(joinCollectivesFor(p, l));
       if (l.steps.size() == 1 && !isOptimizer(first.op)) {
         CudaArgs a = argsFor(first, l.state(slot));
         HGP_TRY_CTX(kExec[int(first.op)](a), "step " + who);
@@ -433,7 +444,16 @@ private:
       if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[size_t(&l - p.launches.data()) + 2], ctx_.stream));
     }
     HGP_CUDA_TRY(cudaStreamWaitEvent(ctx_.stream, join_, 0));
+    HGP_TRY(joinCollectives(ctx_, ctx_.stream, nullptr));
     return Status::ok();
+  }
+
+  /// Joins the collectives in flight whose results launch `l` reads.
+  Status joinCollectivesFor(Program& p, const Launch& l) {
+    std::vector<const void*> reads;
+    for (int s : l.steps)
+      for (int t : p.source->steps[size_t(s)].inputs) reads.push_back(views_[size_t(t)].data);
+    return joinCollectives(ctx_, ctx_.stream, &reads);
   }
 
   /// Remembers which step the nodes captured so far (the current dependency set) came from.

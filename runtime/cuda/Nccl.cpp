@@ -18,8 +18,10 @@ Status gStatus;
 void* resolveNccl(const char* name) {
   void* f = gNccl ? dlsym(gNccl, name) : nullptr;
   if (!f) {
-    std::fprintf(stderr, "error: %s is missing from the loaded NCCL (%s); hgpc needs NCCL 2.13 or "
-                         "later\n", name, gNccl ? dlerror() : "libnccl.so.2 is not loaded");
+    std::fprintf(stderr,
+                 "error: %s is missing from the loaded NCCL (%s); hgpc needs NCCL 2.13 or "
+                 "later\n",
+                 name, gNccl ? dlerror() : "libnccl.so.2 is not loaded");
     std::abort();
   }
   return f;
@@ -41,15 +43,16 @@ Status loadNccl() {
     if (!gNccl) {
       gStatus = Status(ErrorCode::Device, std::string("data-parallel training needs NCCL, and "
                                                       "libnccl.so.2 was not found on the library "
-                                                      "path: ") + dlerror());
+                                                      "path: ") +
+                                              dlerror());
       return;
     }
     int version = 0;
     ncclResult_t r = ncclGetVersion(&version);
     // Codes are MAJOR*10000 + MINOR*100 + PATCH since 2.9.
     if (r != ncclSuccess || version < 21300)
-      gStatus = Status(ErrorCode::Device, "NCCL " + std::to_string(version) +
-                                              " is too old; hgpc needs 2.13 or later");
+      gStatus = Status(ErrorCode::Device,
+                       "NCCL " + std::to_string(version) + " is too old; hgpc needs 2.13 or later");
   });
   return gStatus;
 }
@@ -60,8 +63,8 @@ Status ncclError(ncclResult_t e, const char* call, const char* file, int line) {
   return Status(code, where(call, file, line) + ": " + ncclGetErrorString(e));
 }
 
-Expected<std::unique_ptr<Communicator>> Communicator::create(
-    int rank, int ranks, const std::function<Status(std::string& id)>& share) {
+Expected<std::unique_ptr<Communicator>>
+Communicator::create(int rank, int ranks, const std::function<Status(std::string& id)>& share) {
   HGP_TRY(loadNccl());
   ncclUniqueId id{};
   std::string bytes;
@@ -112,7 +115,7 @@ void Communicator::abort() {
 } // namespace hgp::cuda
 
 extern "C" {
-#define HGP_NCCL_FN(Ret, Name, Params, Args)                                                      \
+#define HGP_NCCL_FN(Ret, Name, Params, Args)                                                       \
   Ret Name Params {                                                                                \
     using Fn = Ret(*) Params;                                                                      \
     static Fn fn = reinterpret_cast<Fn>(hgp::cuda::resolveNccl(#Name));                            \

@@ -34,8 +34,8 @@ class Communicator {
 public:
   /// Joins the run as `rank` of `ranks` on the current device. `share` publishes the unique id
   /// (rank 0) or fetches it (the others).
-  static Expected<std::unique_ptr<Communicator>> create(
-      int rank, int ranks, const std::function<Status(std::string& id)>& share);
+  static Expected<std::unique_ptr<Communicator>>
+  create(int rank, int ranks, const std::function<Status(std::string& id)>& share);
   ~Communicator();
 
   ncclComm_t comm() const { return comm_; }

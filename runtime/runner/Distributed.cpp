@@ -27,8 +27,9 @@ Expected<int> envInt(const char* name) {
   char* end = nullptr;
   long x = v ? std::strtol(v, &end, 10) : -1;
   if (!v || *end || x < 0 || x > 1 << 20)
-    return Status(ErrorCode::Usage, std::string("the environment variable ") + name +
-                                        (v ? " is not a rank number: '" + std::string(v) + "'" : " is not set"));
+    return Status(ErrorCode::Usage,
+                  std::string("the environment variable ") + name +
+                      (v ? " is not a rank number: '" + std::string(v) + "'" : " is not set"));
   return int(x);
 }
 
@@ -103,7 +104,8 @@ Status shareThroughFile(const RankEnv& e, std::string& id, double timeoutSeconds
         return Status(ErrorCode::Io, "cannot write the rendezvous file '" + tmp + "'");
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      return Status(ErrorCode::Io, "cannot create the rendezvous file '" + path + "': " + std::strerror(errno));
+      return Status(ErrorCode::Io,
+                    "cannot create the rendezvous file '" + path + "': " + std::strerror(errno));
     return Status::ok();
   }
   // Files from an earlier launch are older than this process; a minute of slack covers clock
@@ -111,7 +113,7 @@ Status shareThroughFile(const RankEnv& e, std::string& id, double timeoutSeconds
   std::time_t started = std::time(nullptr) - 60;
   int64_t deadline = nowMs() + int64_t(timeoutSeconds * 1000);
   for (;;) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && st.st_mtime >= started) {
       std::ifstream in(path, std::ios::binary);
       std::stringstream ss;
@@ -142,7 +144,9 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::beat() { lastBeat_ = nowMs(); }
+void Watchdog::beat() {
+  lastBeat_ = nowMs();
+}
 
 void Watchdog::loop() {
   while (!stop_) {

@@ -57,7 +57,7 @@ int launchLocalRanks(const std::string& exe, const std::vector<std::string>& arg
     return exitCodeFor(ErrorCode::Io);
   }
   std::string dir = dirTemplate;
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = forward;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
@@ -67,9 +67,11 @@ int launchLocalRanks(const std::string& exe, const std::vector<std::string>& arg
   for (int r = 0; r < gpus; ++r) {
     pid_t pid = fork();
     if (pid < 0) {
-      std::fprintf(stderr, "error: device error: cannot start rank %d: %s\n", r, std::strerror(errno));
+      std::fprintf(stderr, "error: device error: cannot start rank %d: %s\n", r,
+                   std::strerror(errno));
       forward(SIGKILL);
-      while (wait(nullptr) > 0) {}
+      while (wait(nullptr) > 0) {
+      }
       return exitCodeFor(ErrorCode::Device);
     }
     if (pid == 0) {
@@ -84,7 +86,8 @@ int launchLocalRanks(const std::string& exe, const std::vector<std::string>& arg
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       execv(exe.c_str(), argv.data());
-      std::fprintf(stderr, "error: cannot start rank %d (%s): %s\n", r, exe.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "error: cannot start rank %d (%s): %s\n", r, exe.c_str(),
+                   std::strerror(errno));
       _exit(exitCodeFor(ErrorCode::Device));
     }
     gChildren[size_t(r)] = pid;

@@ -105,8 +105,8 @@ TEST(DataParallel, EveryGradientTheLossAndTheCountAreAveragedOnce) {
     reduced.insert(out.name);
     bytes += out.bytes();
   }
-  EXPECT_EQ(reduced, (std::set<std::string>{"loss", "correct", "w1.grad", "b1.grad", "w2.grad",
-                                            "b2.grad"}));
+  EXPECT_EQ(reduced,
+            (std::set<std::string>{"loss", "correct", "w1.grad", "b1.grad", "w2.grad", "b2.grad"}));
   EXPECT_EQ(ars[0]->attrs.getInt("bytes"), bytes);
   EXPECT_EQ(ars[0]->attrs.getInt("ranks"), 2);
   EXPECT_EQ(ars[0]->attrs.getString("reduce"), "avg");
@@ -166,7 +166,8 @@ TEST(DataParallel, MemoryPlanKeepsBucketOperandsUntilTheJoin) {
   const PlanProgram& p = plan.programs[0];
   auto overlaps = [&](int a, int b) {
     const PlanTensor &x = plan.tensors[size_t(a)], &y = plan.tensors[size_t(b)];
-    return x.storage == y.storage && x.offset < y.offset + y.bytes() && y.offset < x.offset + x.bytes();
+    return x.storage == y.storage && x.offset < y.offset + y.bytes() &&
+           y.offset < x.offset + x.bytes();
   };
   int checked = 0;
   for (size_t i = 0; i < p.steps.size(); ++i) {
@@ -183,9 +184,10 @@ TEST(DataParallel, MemoryPlanKeepsBucketOperandsUntilTheJoin) {
       for (int w : p.steps[k].outputs)
         for (int in : ar.inputs) {
           ++checked;
-          EXPECT_FALSE(overlaps(w, in)) << opName(p.steps[k].op) << " '" << p.steps[k].loc
-                                        << "' overwrites " << plan.tensors[size_t(in)].name
-                                        << " while bucket " << ar.attrs.getInt("bucket") << " reads it";
+          EXPECT_FALSE(overlaps(w, in))
+              << opName(p.steps[k].op) << " '" << p.steps[k].loc << "' overwrites "
+              << plan.tensors[size_t(in)].name << " while bucket " << ar.attrs.getInt("bucket")
+              << " reads it";
         }
   }
   EXPECT_GT(checked, 0);
@@ -243,12 +245,15 @@ Compiled compileBnNet(int64_t ranks, bool syncBn) {
     TensorType t{DType::F32, s};
     std::shared_ptr<TensorData> d = randomData(t, seed);
     if (seed == 0)
-      for (int64_t i = 0; i < t.numElements(); ++i) reinterpret_cast<float*>(d->bytes.data())[i] = fill;
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        reinterpret_cast<float*>(d->bytes.data())[i] = fill;
     return *g.addGraphValue(n, role, t, d);
   };
   Value* w = value("w", TensorRole::Param, {4, 3, 3, 3}, 5);
-  Value *s = value("bn.scale", TensorRole::Param, {4}, 0, 1.f), *b = value("bn.bias", TensorRole::Param, {4}, 6);
-  Value *rm = value("bn.mean", TensorRole::State, {4}, 0, 0.f), *rv = value("bn.var", TensorRole::State, {4}, 0, 1.f);
+  Value *s = value("bn.scale", TensorRole::Param, {4}, 0, 1.f),
+        *b = value("bn.bias", TensorRole::Param, {4}, 6);
+  Value *rm = value("bn.mean", TensorRole::State, {4}, 0, 0.f),
+        *rv = value("bn.var", TensorRole::State, {4}, 0, 1.f);
   Value* w2 = value("w2", TensorRole::Param, {10, 4}, 7);
   AttrMap conv;
   conv.setInts("strides", {1, 1});
@@ -263,7 +268,8 @@ Compiled compileBnNet(int64_t ranks, bool syncBn) {
   up.setFloat("momentum", 0.9);
   up.setInt("unbiased", 1);
   up.setInt("count", 4 * 36);
-  Node* u = *g.addNode(OpKind::BnRunningUpdate, {rm, rv, bn->output(1), bn->output(2)}, up, "bn/update");
+  Node* u =
+      *g.addNode(OpKind::BnRunningUpdate, {rm, rv, bn->output(1), bn->output(2)}, up, "bn/update");
   g.addCarry(rm, u->output(0));
   g.addCarry(rv, u->output(1));
   Value* r = (*g.addNode(OpKind::Relu, {bn->output(0)}, {}, "relu"))->output(0);
@@ -330,7 +336,8 @@ TEST(DataParallel, SyncBatchNormOnOneRankTrainsLikeBatchNorm) {
   for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << i;
   for (const auto& [name, v] : weights[0])
     for (size_t i = 0; i < v.size(); ++i)
-      EXPECT_NEAR(weights[1][name][i], v[i], 2e-5 * (1 + std::fabs(v[i]))) << name << "[" << i << "]";
+      EXPECT_NEAR(weights[1][name][i], v[i], 2e-5 * (1 + std::fabs(v[i])))
+          << name << "[" << i << "]";
 }
 
 TEST(DataParallel, CollectivesRunOnTheirOwnStream) {
@@ -383,14 +390,16 @@ TEST(DataParallel, RingAllReduceTimeFromLinkBandwidth) {
   EXPECT_NEAR(allReduceSeconds(t, bytes, 8, cal), 14 * 3e-6 + 1.75 * bytes / (450e9 * 0.8), 1e-12);
   EXPECT_EQ(allReduceSeconds(t, bytes, 1, cal), 0);
   // A PCIe part is far slower than NVLink for the same bucket.
-  EXPECT_GT(allReduceSeconds(*findTarget("l4"), bytes, 2, cal), 10 * allReduceSeconds(t, bytes, 2, cal));
+  EXPECT_GT(allReduceSeconds(*findTarget("l4"), bytes, 2, cal),
+            10 * allReduceSeconds(t, bytes, 2, cal));
 
   Compiled c = compileMlp(2, int64_t(1) << 30);
   const Plan& plan = c.emitted.plan;
   for (const PlanStep& s : plan.programs[0].steps) {
     if (s.op != OpKind::AllReduce) continue;
     StepCost sc = stepCost(t, plan, s, "tf32", cal);
-    EXPECT_NEAR(sc.seconds, t.launchSeconds + allReduceSeconds(t, double(s.attrs.getInt("bytes")), 2, cal),
+    EXPECT_NEAR(sc.seconds,
+                t.launchSeconds + allReduceSeconds(t, double(s.attrs.getInt("bytes")), 2, cal),
                 1e-15);
   }
 }

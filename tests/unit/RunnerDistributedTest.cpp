@@ -63,7 +63,8 @@ TEST(RunnerDistributed, RankShardsTogetherAreTheGlobalBatch) {
       single.recycle(std::move(whole));
     }
     std::sort(seen.begin(), seen.end());
-    EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "shards overlap within an epoch";
+    EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end())
+        << "shards overlap within an epoch";
   }
 }
 
@@ -114,8 +115,9 @@ TEST(RunnerDistributed, DetectsTheLauncher) {
 }
 
 TEST(RunnerDistributed, RendezvousFileCarriesTheIdAndIgnoresStaleOnes) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("hgpc-rdv-test-" + std::to_string(getpid()))).string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("hgpc-rdv-test-" + std::to_string(getpid())))
+          .string();
   std::filesystem::remove_all(dir);
   RankEnv r0, r1;
   r0.ranks = r1.ranks = 2;
@@ -127,7 +129,9 @@ TEST(RunnerDistributed, RendezvousFileCarriesTheIdAndIgnoresStaleOnes) {
   std::filesystem::create_directories(dir);
   std::string path = dir + "/hgpc-nccl-id";
   std::ofstream(path) << "stale";
-  struct utimbuf old{time(nullptr) - 3600, time(nullptr) - 3600};
+  struct utimbuf old {
+    time(nullptr) - 3600, time(nullptr) - 3600
+  };
   ASSERT_EQ(utime(path.c_str(), &old), 0);
   std::string got;
   Status st = shareThroughFile(r1, got, 0.2);

@@ -5,7 +5,8 @@ namespace hgp {
 
 Status inferAllReduce(InferContext& ctx) {
   std::string reduce = ctx.attrs.getString("reduce", "avg");
-  if (reduce != "avg" && reduce != "sum") return ctx.fail("reduce must be avg or sum, not '" + reduce + "'");
+  if (reduce != "avg" && reduce != "sum")
+    return ctx.fail("reduce must be avg or sum, not '" + reduce + "'");
   if (ctx.attrs.getInt("ranks", 1) < 1) return ctx.fail("ranks must be >= 1");
   if (ctx.numOutputs >= 0 && size_t(ctx.numOutputs) != ctx.numInputs())
     return ctx.fail("an all-reduce has one result per operand");
