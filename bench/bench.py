@@ -8,15 +8,21 @@ optionally torch.compile): forward, cross-entropy, backward, SGD(momentum 0.9, w
 storage with TF32 on. It prints a table and writes results.json and results.md to --out.
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
-        [--torch-modes eager,graph,compile] [--steps 160] [--op-times]
+        [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
+        [--profile]
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
 optimes.txt.
+
+--profile also records each case's third step through CUPTI (the executable's --profile) and
+predicts the step time from those records (`hgpc plan --records`, one stream); bench.md then ends
+with a table of measured and predicted step times and their mean absolute percentage error.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +34,10 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(__file__))
 from models import CASES, make  # noqa: E402
+
+
+# The plain plan the scheduling passes are measured against: one stream, no splits, no pipeline.
+SINGLE_STREAM = ("--max-streams", "1")
 
 
 def torch_step_ms(name, batch, mode, iters=30, reps=5):
@@ -155,17 +165,18 @@ def torch_kernel_summary(name, batch, top=14):
     return out
 
 
-def hgpc_case(hgpc, name, batch, work, steps, op_times=None):
+def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra=(), tag=""):
     onnx_path = os.path.join(work, "%s.onnx" % name)
     if not os.path.exists(onnx_path):
         how = export(name, onnx_path)
     else:
         how = "cached"
-    exe = os.path.join(work, "%s-b%d" % (name, batch))
+    exe = os.path.join(work, "%s-b%d%s" % (name, batch, tag))
     t0 = time.time()
-    p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch),
-                        "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9",
-                        "--weight-decay", "5e-4", "--metrics-every", "16"],
+    train_opts = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--weight-decay", "5e-4",
+                  "--metrics-every", "16"]
+    p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch), *train_opts,
+                        *extra],
                        capture_output=True, text=True)
     compile_s = time.time() - t0
     if p.returncode != 0:
@@ -173,10 +184,22 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None):
     metrics = exe + ".jsonl"
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(steps), "--device", "cuda",
                         "--metrics", metrics, "--progress", "none", "--verbose"]
-                       + (["--op-times", op_times] if op_times else []),
+                       + (["--op-times", op_times] if op_times else [])
+                       + (["--profile", records] if records else []),
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError("run: " + p.stderr.strip()[-800:])
+    predicted = None
+    if records:
+        q = subprocess.run([hgpc, "plan", onnx_path, "--batch", str(batch), "--target", "h200",
+                            "--records", records, *train_opts, *extra],
+                           capture_output=True, text=True)
+        if q.returncode != 0:
+            raise RuntimeError("hgpc plan --records: " + q.stderr.strip()[-600:])
+        # The executable ran the plan as compiled: scheduled over streams unless `extra` says one.
+        single = "--max-streams" in extra and extra[list(extra).index("--max-streams") + 1] == "1"
+        m = re.search(r"predicted iteration ([\d.]+) ms on one stream; ([\d.]+) ms scheduled", q.stdout)
+        predicted = float(m.group(1) if single else m.group(2))
     rows = [json.loads(l) for l in open(metrics) if l.strip()]
     windows = []
     for r in rows:
@@ -190,7 +213,8 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None):
     for line in p.stderr.splitlines():
         if line.startswith("cuda: device memory"):
             mem = float(line.split()[3]) * (1 << 20)
-    return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:])
+    return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:],
+                predicted_ms=predicted)
 
 
 def main():
@@ -199,9 +223,17 @@ def main():
     ap.add_argument("--hgpc", default="hgpc")
     ap.add_argument("--cases", default=",".join("%s:%d" % c for c in CASES))
     ap.add_argument("--torch-modes", default="eager,graph")
+    ap.add_argument("--compile-cases", default="",
+                    help="time torch.compile only for these cases (default: every case); its "
+                         "compile takes about a minute per model")
     ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     ap.add_argument("--op-times", action="store_true", help="also write optimes.txt")
+    ap.add_argument("--single-stream", action="store_true",
+                    help="also time hgpc's plan on one stream (--max-streams 1), for the "
+                         "scheduling gain")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one step per case and predict the step time from it")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="hgpc-bench-")
     os.makedirs(work, exist_ok=True)
@@ -217,13 +249,24 @@ def main():
             ot = os.path.join(work, "%s-b%d.optimes" % (name, batch)) if args.op_times else None
             if ot and os.path.exists(ot):
                 os.remove(ot)
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot)
+            rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
+            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec)
             if ot:
                 breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
                 breakdown += summarize_hgpc_op_times(ot)
         except Exception as e:  # noqa: BLE001
             r["hgpc_error"] = str(e)
+        if args.single_stream:
+            try:
+                r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                             extra=SINGLE_STREAM, tag="-1s")
+                if "hgpc" in r:
+                    r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_single_error"] = str(e)
         for mode in args.torch_modes.split(","):
+            if mode == "compile" and args.compile_cases and spec not in args.compile_cases.split(","):
+                continue
             try:
                 ms, peak = torch_step_ms(name, batch, mode)
                 r["torch_" + mode] = dict(ms=ms, peak_bytes=peak)
@@ -242,16 +285,21 @@ def main():
         results.append(r)
         print(json.dumps(r), flush=True)
     json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
-    lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join("torch %s ms" % m for m in args.torch_modes.split(","))
+    single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
+    lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s |",
-             "|---" * (7 + len(args.torch_modes.split(","))) + "|"]
+             "|---" * (7 + len(single) + len(args.torch_modes.split(","))) + "|"]
     for r in results:
         h = r.get("hgpc")
         cells = ["%s b%d" % (r["model"], r["batch"]),
                  "%.3f" % h["ms"] if h else "error", "%.0f" % (r["batch"] / h["ms"] * 1000) if h else ""]
+        if args.single_stream:
+            h1 = r.get("hgpc_single")
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r["stream_gain"] if "stream_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
-            cells.append("%.3f" % t["ms"] if t else "error")
+            cells.append("%.3f" % t["ms"] if t else "error" if "torch_%s_error" % m in r else "-")
         cells.append("%.2f" % r["ratio"] if "ratio" in r else "")
         cells.append("%.0f" % (h["peak_bytes"] / 2**20) if h and h.get("peak_bytes") else "")
         tm = [r[k]["peak_bytes"] for k in r if k.startswith("torch_") and isinstance(r[k], dict)]
@@ -259,6 +307,20 @@ def main():
         cells.append("%.1f" % h["compile_s"] if h else "")
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
+    if args.profile:
+        rows, errors = ["| case | measured ms | predicted ms (--records) | error |", "|---|---|---|---|"], []
+        for r in results:
+            h = r.get("hgpc")
+            if not h or h.get("predicted_ms") is None:
+                continue
+            err = (h["predicted_ms"] - h["ms"]) / h["ms"]
+            errors.append(abs(err))
+            rows.append("| %s b%d | %.3f | %.3f | %+.1f%% |" % (r["model"], r["batch"], h["ms"],
+                                                                h["predicted_ms"], 100 * err))
+        if errors:
+            rows.append("\nprediction from one profiling run: mean absolute percentage error %.1f%% "
+                        "over %d cases" % (100 * sum(errors) / len(errors), len(errors)))
+        table += "\n\n" + "\n".join(rows)
     open(os.path.join(args.out, "bench.md"), "w").write(table + "\n")
     print(table)
 

@@ -75,6 +75,12 @@ struct BackendOptions {
   /// id (rank 0 passes it in) or fetches it (the other ranks get it out).
   int rank = 0, ranks = 1;
   std::function<Status(std::string& id)> shareUniqueId;
+  /// GPU: record one run of the train program (its third, so algorithms are chosen and the
+  /// graph is captured) through CUPTI and write every kernel with its step, launch shape and
+  /// time to this records file (runtime/profile/Records.h, docs/profiling.md). Off when empty.
+  std::string profile;
+  /// GPU: write that run as a Chrome trace (JSON) to this file. Off when empty.
+  std::string trace;
 };
 
 /// The CPU reference backend.

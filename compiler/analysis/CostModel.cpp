@@ -49,8 +49,13 @@ StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
 }
 
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
-                        const std::string& precision, const CostCalibration& cal) {
+                        const std::string& precision, const CostCalibration& cal,
+                        const ProgramMeasurement* measured) {
+  if (measured && (!measured->present || measured->steps.size() != program.steps.size()))
+    measured = nullptr;
+  double gap = measured && measured->gapSamples > 0 ? measured->gapSeconds : t.launchSeconds;
   ProgramCost pc;
+  pc.sharingMeasured = measured && measured->streams > 1;
   size_t n = program.steps.size();
   pc.steps.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -60,6 +65,18 @@ ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& pr
     bool optimizer = s.op == OpKind::SgdUpdate || s.op == OpKind::AdamUpdate;
     if (optimizer && i > 0 && program.steps[i - 1].op == s.op)
       pc.steps.back().seconds = std::max(0.0, pc.steps.back().seconds - t.launchSeconds);
+    if (measured) {
+      const StepMeasurement& m = measured->steps[i];
+      StepCost& c = pc.steps.back();
+      c.measured = true;
+      c.kernels = m.kernels;
+      c.seconds = m.busySeconds + m.launches * gap;
+      if (m.blocks > 0) {
+        c.launch = LaunchShape{m.blocks, m.threads, m.regs, m.smem};
+        c.blocksPerSm = blocksPerSm(t, c.launch);
+        c.waves = waves(t, c.launch);
+      }
+    }
     pc.serialSeconds += pc.steps.back().seconds;
   }
   // Longest path: a step starts after the last writer of each tensor it reads, and after the

@@ -8,6 +8,12 @@
 // iteration takes the sum of its steps; the critical path, the longest dependency chain through
 // the program, is what any number of streams would still take.
 //
+// With measurements from a profiling run (`--records`, runtime/profile/Records.h), a step's time
+// is what it measured instead: the sum of its kernels' durations plus, per kernel, the median
+// idle gap between consecutive kernels of one stream in that run (what the replayed graph spends
+// between kernels; the estimate's launchSeconds plays that role). Its launch shape is that of
+// its longest kernel.
+//
 // A collective (AllReduce, one bucket of gradients) costs what a ring all-reduce over the target's
 // GPU-to-GPU links takes: 2(N-1) latency hops plus 2(N-1)/N of the bucket's bytes over the link
 // bandwidth, at the fraction of it NCCL reaches. It uses a few SMs, so the stream schedule lets
@@ -15,6 +21,7 @@
 #pragma once
 
 #include "compiler/analysis/KernelModel.h"
+#include "runtime/profile/Records.h"
 
 #include <string>
 #include <vector>
@@ -48,6 +55,8 @@ struct StepCost {
   double waves = 0;
   int blocksPerSm = 0;
   bool onCriticalPath = false;
+  bool measured = false; ///< Time and launch shape come from profiling records.
+  int kernels = 0;       ///< Measured: the records (kernels, copies, memsets) it ran.
 };
 
 struct ProgramCost {
@@ -55,14 +64,20 @@ struct ProgramCost {
   double serialSeconds = 0;         ///< One stream: the sum of the steps.
   double criticalPathSeconds = 0;   ///< Unlimited streams: the longest dependency chain.
   std::vector<int> criticalPath;    ///< Step indices along it, in order.
+  /// The step times were measured with several streams running at once, so they already include
+  /// what sharing the GPU cost (the schedule then applies no sharing rule of its own).
+  bool sharingMeasured = false;
 };
 
 /// One step's predicted time.
 StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
                   const std::string& precision, const CostCalibration& cal = {});
 
-/// Every step of a program, the iteration and the critical path.
+/// Every step of a program, the iteration and the critical path. With `measured` (of this
+/// program, measureProgram in Records.h), measured times and launch shapes replace the
+/// estimates of every step.
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
-                        const std::string& precision, const CostCalibration& cal = {});
+                        const std::string& precision, const CostCalibration& cal = {},
+                        const ProgramMeasurement* measured = nullptr);
 
 } // namespace hgp

@@ -2,6 +2,7 @@
 
 #include "compiler/ir/Clone.h"
 #include "compiler/ir/Printer.h"
+#include "compiler/schedule/AssignStreams.h"
 #include "passes/TrainGraphNames.h"
 
 #include <algorithm>
@@ -108,6 +109,21 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
+  if (!o.records.empty()) {
+    HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));
+    HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
+    c.records = std::move(r);
+  }
+  // Data parallelism puts the collectives on a stream of their own even with one compute stream.
+  if (o.maxStreams > 1 || (o.training && o.train.ranks > 1)) {
+    Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
+    if (!target && o.target.empty()) target = findTarget("h200");
+    if (!target) return target.status();
+    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams, {},
+                                       c.records ? &*c.records : nullptr);
+    c.emitted.plan.meta.setString("target", target->name);
+    c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
+  }
   return c;
 }
 

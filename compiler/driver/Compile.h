@@ -10,8 +10,10 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/profile/Records.h"
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -35,6 +37,15 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
+  /// else h200.
+  std::string target;
+  /// Streams each program may use (--max-streams); 1 keeps the plan on one stream.
+  int maxStreams = 4;
+  /// --records FILE: a profiling run's measurements (EXE --profile). compileModel checks them
+  /// against the plan and keeps them in Compilation::records, for the cost model the stream
+  /// schedule is made with (measureProgram + programCost's `measured`).
+  std::string records;
 };
 
 struct Compilation {
@@ -43,6 +54,8 @@ struct Compilation {
   std::unique_ptr<Graph> train, eval;
   EmittedPlan emitted;
   PassContext ctx;
+  /// The --records measurements, already checked against `emitted.plan`.
+  std::optional<ProfileRecords> records;
 };
 
 Expected<Compilation> compileModel(const CompileOptions& options);

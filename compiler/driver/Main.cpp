@@ -1,13 +1,14 @@
 // Main.cpp - the hgpc command-line tool.
 //
 //   hgpc inspect MODEL.onnx [--batch N]
-//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [training options]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
+//                [--max-streams N] [--records FILE] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
-//             [--precision fp32|tf32]
+//             [--precision fp32|tf32] [--records FILE]
 //             [training options]
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
-// error (docs/exit-codes.md).
+// error, 5 records of another plan or malformed records (docs/exit-codes.md).
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/Inspect.h"
 #include "compiler/driver/PlanReport.h"
@@ -83,10 +84,16 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
   if (!target) return fail(target.status());
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
+  const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
+  if (records && records->sms != target->sms)
+    std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
+                         "%s (%d SMs); measured times are used as they are\n",
+                 records->gpu.c_str(), records->sms, target->name.c_str(), target->sms);
   if (dot)
-    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout, records);
   else
-    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout);
+    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout,
+                    records);
   return 0;
 }
 
@@ -156,9 +163,19 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-buffer-reuse", noReuse,
                     "give every intermediate tensor memory of its own (debugging: all of them "
                     "survive a step; the arena grows)");
+  compile->add_option("--target", co.target,
+                      "the GPU to schedule for: h200, h100, a100, v100, t4, l4 or auto (default: "
+                      "the local GPU if hgpc knows it, else h200)");
+  compile->add_option("--max-streams", co.maxStreams,
+                      "streams each program may use (1: everything on one stream)")
+      ->check(CLI::Range(1, kMaxPlanStreams));
   compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  compile->add_option("--records", co.records,
+                      "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                      "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addTrainingOptions(compile, co.train);
 
   std::string target = "auto";
@@ -179,9 +196,13 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, kMaxPlanStreams));
   plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
       ->check(CLI::IsMember({"fp32", "tf32"}));
+  plan->add_option("--records", co.records,
+                   "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                   "cost model's estimates")
+      ->check(CLI::ExistingFile);
   addTrainingOptions(plan, co.train);
 
   try {
@@ -198,6 +219,8 @@ int main(int argc, char** argv) {
   co.modelPath = model;
   co.batch = batch;
   if (plan->parsed()) {
+    co.target = target;
+    co.maxStreams = maxStreams;
     CostCalibration cal;
     if (calibration.size() == 3)
       cal = {calibration[0], calibration[1], calibration[2] * 1e-6};

@@ -28,17 +28,21 @@ struct Scheduled {
   const PlanProgram* program;
   ProgramCost cost;
   StreamSchedule sched;
+  ProgramMeasurement measured; ///< present only with records of this program.
 };
 
 std::optional<Scheduled> schedule(const Plan& plan, const Target& target,
                                   const std::string& precision, int maxStreams,
-                                  const CostCalibration& cal) {
+                                  const CostCalibration& cal, const ProfileRecords* records) {
   const PlanProgram* program = plan.findProgram("train");
   if (!program) program = plan.findProgram("forward");
   if (!program) return std::nullopt;
-  ProgramCost cost = programCost(target, plan, *program, precision, cal);
+  ProgramMeasurement measured;
+  if (records) measured = measureProgram(*records, *program);
+  ProgramCost cost = programCost(target, plan, *program, precision, cal,
+                                 measured.present ? &measured : nullptr);
   StreamSchedule sched = scheduleStreams(target, plan, *program, cost, maxStreams);
-  return Scheduled{program, std::move(cost), std::move(sched)};
+  return Scheduled{program, std::move(cost), std::move(sched), std::move(measured)};
 }
 
 /// The all-reduce buckets of a data-parallel plan and how much of their time the schedule
@@ -78,8 +82,9 @@ void printCommunication(const Plan& plan, const Target& target, const PlanProgra
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, const CostCalibration& cal, std::ostream& os) {
-  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
+                     int maxStreams, const CostCalibration& cal, std::ostream& os,
+                     const ProfileRecords* records) {
+  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal, records);
   if (!sc) return;
   const PlanProgram* program = sc->program;
   const ProgramCost& cost = sc->cost;
@@ -88,16 +93,32 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
                plan.modelName.c_str(), (long long)plan.meta.getInt("batch"), target.name.c_str(),
                target.description.c_str(), target.sms, target.memBandwidth / 1e9,
                precision.c_str(), target.peak(precision) / 1e12, precision.c_str());
+  if (records) {
+    const ProgramMeasurement& m = sc->measured;
+    if (!m.present) {
+      os << format("records from %s: no run of program %s; every time is estimated\n",
+                   records->gpu.c_str(), program->name.c_str());
+    } else {
+      size_t ran = 0;
+      for (const StepMeasurement& sm : m.steps) ran += sm.kernels > 0;
+      os << format("records from %s (%d SMs, %s mapping): every time is measured; %zu of %zu steps "
+                   "ran kernels; gap %.2f us per kernel; profiled iteration %.3f ms\n",
+                   records->gpu.c_str(), records->sms, records->mapping.c_str(), ran,
+                   m.steps.size(), (m.gapSamples > 0 ? m.gapSeconds : target.launchSeconds) * 1e6,
+                   m.spanSeconds * 1e3);
+    }
+  }
   os << format("program %s: %zu steps\n", program->name.c_str(), program->steps.size());
   os << "  step op                     stream algo width depth   blocks x thr regs  smem occ   waves    gflop     mbyte  pred_us  result      source\n";
   for (size_t i = 0; i < program->steps.size(); ++i) {
     const PlanStep& s = program->steps[i];
     const StepCost& c = cost.steps[i];
-    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s\n", i,
+    os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  %-10s  %s%s", i,
                  opName(s.op), sched.stream[i], chooseSplitWidth(target, plan, s, precision, 1.05, cal), 1, (long long)c.launch.blocks, c.launch.threads,
                  c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves, c.flops / 1e9,
                  c.bytes / 1e6, c.seconds * 1e6,
                  where(plan, s).c_str(), s.loc.c_str(), c.onCriticalPath ? " *" : "");
+    os << (c.measured ? format(" measured (%d)\n", c.kernels) : std::string("\n"));
   }
   os << format("streams %d (at most %d), events %zu (dependencies %zu, %zu after transitive "
                "reduction)\n", sched.streams, maxStreams, sched.events.size(),
@@ -123,8 +144,9 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
 }
 
 void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
-                  int maxStreams, const CostCalibration& cal, std::ostream& os) {
-  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal);
+                  int maxStreams, const CostCalibration& cal, std::ostream& os,
+                  const ProfileRecords* records) {
+  std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal, records);
   if (!sc) return;
   const PlanProgram* program = sc->program;
   const ProgramCost& cost = sc->cost;

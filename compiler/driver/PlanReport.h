@@ -6,7 +6,9 @@
 // not yet applied by the CUDA backend), the pipeline depth (1 until that pass exists), the estimated launch
 // shape and occupancy, the predicted time and the memory offset of its result; then the streams,
 // events, peak memory, the predicted iteration time and the critical path. Golden copies live in
-// tests/plans/, so that a change to the analyses shows up in review.
+// tests/plans/, so that a change to the analyses shows up in review. With profiling records
+// (`--records`), measured times and launch shapes replace the estimates; the header says so and
+// every measured row ends in "measured".
 #pragma once
 
 #include "compiler/analysis/CostModel.h"
@@ -19,10 +21,12 @@ namespace hgp {
 /// cluster per stream, steps labelled with op, source and predicted time, the transitively
 /// reduced dependencies as edges, and the events among them drawn bold.
 void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
-                  int maxStreams, const CostCalibration& cal, std::ostream& os);
+                  int maxStreams, const CostCalibration& cal, std::ostream& os,
+                  const ProfileRecords* records = nullptr);
 
 /// Schedules the train (or forward) program over at most `maxStreams` streams and prints it.
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
-                     int maxStreams, const CostCalibration& cal, std::ostream& os);
+                     int maxStreams, const CostCalibration& cal, std::ostream& os,
+                     const ProfileRecords* records = nullptr);
 
 } // namespace hgp

@@ -40,6 +40,15 @@ struct Bits {
   }
 };
 
+/// Whether `b` continues the multi-tensor optimizer launch of `a` (the CUDA backend groups
+/// consecutive updates with the same op, attributes and scalar operands on one stream).
+bool sameUpdateLaunch(const PlanStep& a, const PlanStep& b) {
+  bool update = a.op == OpKind::SgdUpdate || a.op == OpKind::AdamUpdate;
+  return update && a.op == b.op && a.attrs == b.attrs && a.inputs.size() == b.inputs.size() &&
+         a.inputs.size() >= 5 && a.inputs[2] == b.inputs[2] && a.inputs[3] == b.inputs[3] &&
+         a.inputs[4] == b.inputs[4];
+}
+
 } // namespace
 
 std::vector<std::vector<int>> reducedDependencies(const Plan& plan, const PlanProgram& program,
@@ -97,11 +106,16 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
         tail.push_back(-1);
       }
       chosen = commStream;
+    } else if (i > 0 && sameUpdateLaunch(program.steps[i - 1], program.steps[i])) {
+      // The updates all wait for the finite check over every gradient, so spreading them would
+      // gain nothing and would split their one launch.
+      chosen = s.stream[i - 1];
+    } else {
+      for (int j : deps[i])
+        if (s.stream[size_t(j)] != commStream && tail[size_t(s.stream[size_t(j)])] == j &&
+            (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
+          via = j, chosen = s.stream[size_t(j)];
     }
-    for (int j : deps[i])
-      if (!collective && s.stream[size_t(j)] != commStream &&
-          tail[size_t(s.stream[size_t(j)])] == j && (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
-        via = j, chosen = s.stream[size_t(j)];
     if (chosen < 0) {
       if (computeStreams < maxStreams) {
         chosen = s.streams++;
@@ -135,7 +149,7 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
   s.streams = std::max(1, s.streams);
   s.commStream = commStream;
   for (double f : finish) s.idealSeconds = std::max(s.idealSeconds, f);
-  s.sharedSeconds = std::max(s.idealSeconds, area);
+  s.sharedSeconds = cost.sharingMeasured ? s.idealSeconds : std::max(s.idealSeconds, area);
   return s;
 }
 

@@ -9,11 +9,13 @@
 // new stream while the pool (`maxStreams`) has one, and otherwise joins the stream that frees
 // first under the cost model. Collectives (AllReduce buckets) run on a stream of their own,
 // outside the pool, so that communication overlaps the rest of the backward pass; no compute
-// step is placed on it. An edge between streams becomes an event only if stream order and
-// the events kept so far do not already imply it.
+// step is placed on it. An edge between streams becomes an event only if stream order and the
+// events kept so far do not already imply it. Consecutive optimizer updates that the CUDA
+// backend fuses into one multi-tensor launch stay on one stream: they all wait for the finite
+// check over every gradient (a step with a non-finite gradient is skipped), so the update cannot
+// overlap the backward pass and spreading it would only split the launch.
 //
-// The CUDA backend still replays every program on one stream in plan order, which satisfies the
-// same dependencies; `hgpc plan` reports this schedule and its predicted time.
+// AssignStreams.h writes the schedule into the plan, and the CUDA backend runs it.
 #pragma once
 
 #include "compiler/analysis/CostModel.h"
@@ -31,7 +33,9 @@ struct StreamSchedule {
   };
   std::vector<Event> events;
   /// Predicted time of the scheduled program when concurrent kernels do not slow each other
-  /// down, and with the analyzer's sharing rule for kernels that overlap in time.
+  /// down, and with the analyzer's sharing rule for kernels that overlap in time (the same as the
+  /// first when the step times were measured with the streams running at once: the slowdown is
+  /// already in them).
   double idealSeconds = 0, sharedSeconds = 0;
   size_t dependencyEdges = 0, reducedEdges = 0;
   /// Each step's direct dependencies after transitive reduction (reducedDependencies).

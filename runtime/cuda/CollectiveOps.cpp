@@ -7,43 +7,14 @@
 // batch. Out-of-place (result and operand have their own bytes in the memory plan) and in-place
 // both work. Without a communicator (one rank) the step is the identity.
 //
-// With a communication stream (CudaContext::commStream), the group runs there: an event forks it
-// from the step's stream (so everything before the step is done), another marks its end, and the
-// backend joins that event into the compute stream before the first launch that reads a result.
-// The memory plan keeps the operands' bytes untouched until then (passes/MemoryPlan.cpp), so the
-// compute in between overlaps the communication. The events are created on the eager first run
-// and recorded (in capture: turned into graph edges) on every run.
+// The step runs on its own lane: hgpc compile's stream schedule puts every collective on a stream
+// of its own (compiler/schedule/StreamSchedule.h), whose waits make it start once its gradients
+// are final and make its readers wait for it, so the rest of the backward pass overlaps the
+// communication. The memory plan keeps a bucket's operands untouched until its first reader.
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/Nccl.h"
 
 namespace hgp::cuda {
-
-namespace {
-struct CollectiveState final : StepState {
-  cudaEvent_t fork = nullptr, done = nullptr;
-  ~CollectiveState() override {
-    if (fork) cudaEventDestroy(fork);
-    if (done) cudaEventDestroy(done);
-  }
-};
-} // namespace
-
-Status joinCollectives(CudaContext& ctx, cudaStream_t stream,
-                       const std::vector<const void*>* reads) {
-  auto& pending = ctx.pendingCollectives;
-  for (size_t i = 0; i < pending.size();) {
-    bool join = !reads;
-    for (const void* r : reads ? *reads : std::vector<const void*>{})
-      for (const void* o : pending[i].first) join |= r == o;
-    if (!join) {
-      ++i;
-      continue;
-    }
-    HGP_CUDA_TRY(cudaStreamWaitEvent(stream, pending[i].second, 0));
-    pending.erase(pending.begin() + long(i));
-  }
-  return Status::ok();
-}
 
 Status execAllReduce(CudaArgs& a) {
   if (a.in.empty() || a.in.size() != a.out.size())
@@ -61,35 +32,16 @@ Status execAllReduce(CudaArgs& a) {
     return Status::ok();
   }
   ncclRedOp_t op = reduce == "avg" ? ncclAvg : ncclSum;
-  cudaStream_t stream = a.stream;
-  CollectiveState* st = nullptr;
-  if (a.ctx.commStream) {
-    st = &a.stateAs<CollectiveState>();
-    if (!st->fork) {
-      if (a.ctx.capturing) return a.fail("the collective's events must exist before capture");
-      HGP_CUDA_TRY(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
-      HGP_CUDA_TRY(cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming));
-    }
-    HGP_CUDA_TRY(cudaEventRecord(st->fork, a.stream));
-    HGP_CUDA_TRY(cudaStreamWaitEvent(a.ctx.commStream, st->fork, 0));
-    stream = a.ctx.commStream;
-  }
   HGP_NCCL_TRY(ncclGroupStart());
   for (size_t i = 0; i < a.in.size(); ++i) {
     ncclResult_t r = ncclAllReduce(a.in[i].data, a.out[i].data, size_t(a.in[i].numel()), ncclFloat,
-                                   op, a.ctx.comm->comm(), stream);
+                                   op, a.ctx.comm->comm(), a.stream);
     if (r != ncclSuccess) {
       (void)ncclGroupEnd();
       return ncclError(r, "ncclAllReduce", __FILE__, __LINE__);
     }
   }
   HGP_NCCL_TRY(ncclGroupEnd());
-  if (st) {
-    HGP_CUDA_TRY(cudaEventRecord(st->done, stream));
-    std::vector<const void*> results;
-    for (const DeviceTensor& o : a.out) results.push_back(o.data);
-    a.ctx.pendingCollectives.push_back({std::move(results), st->done});
-  }
   return Status::ok();
 }
 

@@ -4,6 +4,13 @@
 // plan already decided every offset, so nothing is allocated while training. Before allocating,
 // the backend checks that the plan fits in the free device memory.
 //
+// Streams: a step runs on the plan's stream for it (PlanStep::stream). Each stream of the plan is a
+// lane: a CUDA stream with its own cuDNN and cuBLAS handles, cuBLAS workspace and scratch memory,
+// so steps on different lanes never share scratch. Lane 0 is the backend's main stream; the other
+// lanes fork from it at the start of a run and join it at the end, and a step that waits for
+// steps on other lanes (PlanStep::waits) waits for the events recorded after them. In a capture
+// these become the graph's edges, so the replayed graph has exactly the plan's dependencies.
+//
 // Programs: the first run of a program on each slot (below) executes its steps eagerly;
 // executors use it to build descriptors and, the very first time, to time algorithms
 // (TuningCache). The next run on that slot captures the whole program into a CUDA graph; every
@@ -20,9 +27,15 @@
 // --op-times: the first run after a program's graph exists is executed op by op instead, with an
 // event after every launch, and each launch's time is appended to the file (the launches of a
 // step run back to back, so the times are kernel times plus any gap the host leaves).
+//
+// --profile / --trace: the train program's first run on an already prepared slot (its third
+// run) is captured afresh while CUPTI listens, replayed once and recorded (Profiler.h says how
+// kernels are tied to steps); the records and the Chrome trace are written right after.
 #include "runtime/Backend.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/Nccl.h"
+#include "runtime/cuda/Profiler.h"
+#include "runtime/profile/ChromeTrace.h"
 #include "runtime/cuda/TuningCache.h"
 #include "runtime/support/ThreadPool.h"
 
@@ -60,11 +73,14 @@ bool groupable(const PlanStep& a, const PlanStep& b) {
          a.inputs.size() == b.inputs.size();
 }
 
-/// One unit of work: a step, or a group of optimizer steps. A launch that reads an input keeps a
+/// One unit of work: a step, or a group of optimizer steps (which share a stream). A launch that reads an input keeps a
 /// state per slot, since the slots' inputs live at different addresses and executors may keep
 /// device tables of their operands' addresses; every other launch shares one state.
 struct Launch {
   std::vector<int> steps;
+  int lane = 0;
+  std::vector<int> waits; ///< Launches on other lanes whose events this one waits for.
+  cudaEvent_t done = nullptr; ///< Recorded after it, when a launch on another lane waits for it.
   bool perSlot = false;
   std::unique_ptr<StepState> states[kSlots];
   std::unique_ptr<StepState>& state(int slot) { return states[perSlot ? slot : 0]; }
@@ -80,6 +96,14 @@ struct Program {
   cudaGraphExec_t graphs[kSlots] = {nullptr, nullptr};
   uint64_t graphGeneration[kSlots] = {0, 0}; ///< The workspace generation each graph saw.
   std::map<cudaGraphNode_t, int> nodeStep; ///< For naming the step behind a failing graph node.
+  std::vector<bool> usesLane;               ///< Which lanes the program's launches run on.
+};
+
+/// A stream of the plan beyond the main one, with the resources its steps use.
+struct Lane {
+  CudaContext ctx;
+  void* cublasWorkspace = nullptr;
+  cudaEvent_t joined = nullptr; ///< Recorded at the end of a run; the main stream waits for it.
 };
 
 class CudaBackend final : public Backend {
@@ -89,18 +113,27 @@ public:
   ~CudaBackend() override {
     if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
     if (copyStream_) cudaStreamSynchronize(copyStream_);
-    for (auto& [name, p] : programs_)
+    for (auto& l : lanes_)
+      if (l->ctx.stream) cudaStreamSynchronize(l->ctx.stream);
+    for (auto& [name, p] : programs_) {
       for (auto& g : p.graphs)
         if (g) cudaGraphExecDestroy(g);
+      for (Launch& l : p.launches)
+        if (l.done) cudaEventDestroy(l.done);
+    }
+    for (auto& l : lanes_) {
+      if (l->joined) cudaEventDestroy(l->joined);
+      cudaFree(l->ctx.workspace);
+      cudaFree(l->cublasWorkspace);
+      if (l->ctx.cublas) cublasDestroy_v2(l->ctx.cublas);
+      if (l->ctx.cudnn) cudnnDestroy(l->ctx.cudnn);
+      if (l->ctx.stream) cudaStreamDestroy(l->ctx.stream);
+    }
     for (auto& [t, slots] : staging_)
       for (void* s : slots) cudaFreeHost(s);
     for (cudaEvent_t e : {stagingRead_[0], stagingRead_[1], fork_, join_})
       if (e) cudaEventDestroy(e);
     if (copyStream_) cudaStreamDestroy(copyStream_);
-    if (ctx_.commStream) {
-      cudaStreamSynchronize(ctx_.commStream);
-      cudaStreamDestroy(ctx_.commStream);
-    }
     cudaFree(inputSpare_);
     cudaFree(persistent_);
     cudaFree(transient_);
@@ -133,6 +166,10 @@ public:
     HGP_CUDA_TRY(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     for (cudaEvent_t* ev : {&stagingRead_[0], &stagingRead_[1], &fork_, &join_})
       HGP_CUDA_TRY(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+    if (!opts_.profile.empty() || !opts_.trace.empty()) {
+      HGP_ASSIGN_OR_RETURN(profiler_, ActivityProfiler::open());
+      profile_ = ProfileState::Pending;
+    }
     ctx_.deterministic = opts_.deterministic;
     ctx_.verbose = opts_.verbose;
     ctx_.tuning = &tuning_;
@@ -140,10 +177,6 @@ public:
       if (!opts_.shareUniqueId) return Status(ErrorCode::Internal, "no rendezvous for the NCCL id");
       HGP_ASSIGN_OR_RETURN(comm_, Communicator::create(opts_.rank, opts_.ranks, opts_.shareUniqueId));
       ctx_.comm = comm_.get();
-      // HGPC_COLLECTIVES_INLINE=1 runs them on the compute stream, without overlap (for bisecting).
-      const char* inl = std::getenv("HGPC_COLLECTIVES_INLINE");
-      if (!(inl && std::string(inl) == "1"))
-        HGP_CUDA_TRY(cudaStreamCreateWithFlags(&ctx_.commStream, cudaStreamNonBlocking));
     }
     return Status::ok();
   }
@@ -177,6 +210,10 @@ public:
     HGP_CUBLAS_TRY(cublasSetWorkspace_v2(ctx_.cublas, cublasWorkspace_, kCublasWorkspace));
     HGP_CUDA_TRY(cudaMemsetAsync(persistent_, 0, size_t(plan.persistentBytes), ctx_.stream));
     HGP_TRY(initialize(plan, data));
+    int streams = 1;
+    for (const PlanProgram& p : plan.programs)
+      for (const PlanStep& s : p.steps) streams = std::max(streams, s.stream + 1);
+    while (int(lanes_.size()) + 1 < streams) HGP_TRY(addLane());
     views_.clear();
     for (size_t i = 0; i < plan.tensors.size(); ++i)
       views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i))});
@@ -206,12 +243,15 @@ public:
     int slot = inputSlot_ = slot_;
     slot_ = (slot_ + 1) % kSlots;
     Status st;
-    if (!opts_.opTimes.empty() && !p->timed && p->runs > 0 && p->graphs[0] && !opts_.eager) {
+    if (profile_ != ProfileState::Off && profile_ != ProfileState::Done && name == "train" &&
+        p->runs >= 2 && p->prepared[slot]) {
+      st = profileRun(*p, slot, opts_.eager || profile_ == ProfileState::EagerPending);
+    } else if (!opts_.opTimes.empty() && !p->timed && p->runs > 0 && p->graphs[0] && !opts_.eager) {
       st = timeLaunches(*p, slot);
     } else if (opts_.eager || !p->prepared[slot]) {
       // A slot's first run is eager: executors build their state (and on the very first run
       // time algorithms and size the workspace) outside any capture.
-      st = enqueue(*p, slot);
+      st = enqueue(*p, slot, nullptr, p->runs == 0 && !lanes_.empty());
       p->prepared[slot] = true;
       if (st && p->runs == 0) {
         tuning_.save();
@@ -221,7 +261,7 @@ public:
       }
     } else {
       // A later program's first run may have moved the workspace this graph points into.
-      if (p->graphs[slot] && p->graphGeneration[slot] != ctx_.workspaceGeneration) {
+      if (p->graphs[slot] && p->graphGeneration[slot] != workspaceGeneration()) {
         HGP_CUDA_TRY(cudaGraphExecDestroy(p->graphs[slot]));
         p->graphs[slot] = nullptr;
       }
@@ -276,12 +316,53 @@ public:
   }
 
   int64_t deviceMemoryBytes() const override {
-    return plan_ ? plan_->persistentBytes + plan_->transientBytes + int64_t(ctx_.workspaceBytes) +
-                       int64_t(kCublasWorkspace) + int64_t(inputSpareBytes_)
-                 : 0;
+    if (!plan_) return 0;
+    int64_t bytes = plan_->persistentBytes + plan_->transientBytes + int64_t(ctx_.workspaceBytes) +
+                    int64_t(kCublasWorkspace) + int64_t(inputSpareBytes_);
+    for (const auto& l : lanes_) bytes += int64_t(l->ctx.workspaceBytes + kCublasWorkspace);
+    return bytes;
   }
 
 private:
+  /// Adds lane lanes_.size() + 1, with the main lane's settings.
+  Status addLane() {
+    auto l = std::make_unique<Lane>();
+    CudaContext& c = l->ctx;
+    c.device = ctx_.device;
+    c.props = ctx_.props;
+    c.comm = ctx_.comm;
+    c.deterministic = ctx_.deterministic;
+    c.verbose = ctx_.verbose;
+    c.allowTf32 = ctx_.allowTf32;
+    c.workspaceLimit = ctx_.workspaceLimit;
+    c.tuning = ctx_.tuning;
+    Lane& lane = *lanes_.emplace_back(std::move(l));
+    HGP_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    HGP_CUDNN_TRY(cudnnCreate(&c.cudnn));
+    HGP_CUDNN_TRY(cudnnSetStream(c.cudnn, c.stream));
+    HGP_CUBLAS_TRY(cublasCreate_v2(&c.cublas));
+    HGP_CUBLAS_TRY(cublasSetStream_v2(c.cublas, c.stream));
+    HGP_CUDA_TRY(cudaMalloc(&lane.cublasWorkspace, kCublasWorkspace));
+    HGP_CUBLAS_TRY(cublasSetWorkspace_v2(c.cublas, lane.cublasWorkspace, kCublasWorkspace));
+    HGP_CUDA_TRY(cudaEventCreateWithFlags(&lane.joined, cudaEventDisableTiming));
+    return Status::ok();
+  }
+
+  CudaContext& lane(int k) { return k == 0 ? ctx_ : lanes_[size_t(k - 1)]->ctx; }
+
+  /// Changes whenever any lane's scratch memory moves (a graph captured before points at freed
+  /// memory then).
+  uint64_t workspaceGeneration() const {
+    uint64_t g = ctx_.workspaceGeneration;
+    for (const auto& l : lanes_) g += l->ctx.workspaceGeneration;
+    return g;
+  }
+
+  void setCapturing(bool on) {
+    ctx_.capturing = on;
+    for (auto& l : lanes_) l->ctx.capturing = on;
+  }
+
   /// Host-to-pinned copy; several threads for large batches, where one thread's memcpy (about
   /// 10 GB/s) would take longer than a GPU step.
   void copyToStaging(void* dst, const void* src, size_t bytes) {
@@ -297,8 +378,9 @@ private:
     });
   }
 
-  Status sync() {
-    cudaError_t e = cudaStreamSynchronize(ctx_.stream);
+  /// Waits for the main stream, or with `device` for everything on the GPU.
+  Status sync(bool device = false) {
+    cudaError_t e = device ? cudaDeviceSynchronize() : cudaStreamSynchronize(ctx_.stream);
     if (e != cudaSuccess)
       return Status(ErrorCode::Device, std::string("the GPU reported an error while running the "
                                                    "plan: ") + cudaGetErrorName(e) + " (" +
@@ -361,20 +443,39 @@ private:
     // input unchanged).
     for (size_t t = 0; t < plan_->tensors.size(); ++t)
       if (plan_->tensors[t].role == TensorRole::Input) p.inputs.push_back(int(t));
+    std::vector<int> launchOf(src->steps.size());
+    p.usesLane.assign(lanes_.size() + 1, false);
     for (size_t i = 0; i < src->steps.size(); ++i) {
       const PlanStep& s = src->steps[i];
-      if (!p.launches.empty() && groupable(src->steps[size_t(p.launches.back().steps.back())], s))
+      const PlanStep* prev =
+          p.launches.empty() ? nullptr : &src->steps[size_t(p.launches.back().steps.back())];
+      if (prev && prev->stream == s.stream && groupable(*prev, s)) {
         p.launches.back().steps.push_back(int(i));
-      else
+      } else {
         p.launches.emplace_back().steps = {int(i)};
+        p.launches.back().lane = s.stream;
+      }
+      Launch& l = p.launches.back();
+      launchOf[i] = int(p.launches.size() - 1);
+      p.usesLane[size_t(s.stream)] = true;
+      for (int w : s.waits) l.waits.push_back(launchOf[size_t(w)]);
       for (int t : s.inputs)
-        p.launches.back().perSlot |= plan_->tensors[size_t(t)].role == TensorRole::Input;
+        l.perSlot |= plan_->tensors[size_t(t)].role == TensorRole::Input;
+    }
+    for (Launch& l : p.launches) {
+      std::sort(l.waits.begin(), l.waits.end());
+      l.waits.erase(std::unique(l.waits.begin(), l.waits.end()), l.waits.end());
+      for (int w : l.waits) {
+        Launch& from = p.launches[size_t(w)];
+        if (!from.done) HGP_CUDA_TRY(cudaEventCreateWithFlags(&from.done, cudaEventDisableTiming));
+      }
     }
     return &p;
   }
 
   CudaArgs argsFor(const PlanStep& s, std::unique_ptr<StepState>& state) {
-    CudaArgs a{s, {}, {}, ctx_, ctx_.stream, state};
+    CudaContext& c = lane(s.stream);
+    CudaArgs a{s, {}, {}, c, c.stream, state};
     for (int i : s.inputs) a.in.push_back(views_[size_t(i)]);
     for (int o : s.outputs) a.out.push_back(views_[size_t(o)]);
     return a;
@@ -407,10 +508,13 @@ private:
     return st;
   }
 
-  /// Enqueues the program: the staged input copies, then every launch. With `marks`, records
-  /// marks[0] first, marks[1] after the copies and marks[i + 2] after launch i.
-  Status enqueue(Program& p, int slot, std::vector<cudaEvent_t>* marks = nullptr) {
-    ctx_.pendingCollectives.clear(); // left over only by a run that failed
+  /// Enqueues the program: the staged input copies, then every launch on its lane. With
+  /// `marks`, records marks[0] first, marks[1] after the copies and marks[i + 2] after launch i,
+  /// and runs the launches one after another whatever their lanes, so that the marks time them.
+  /// With `serialize` the host waits for the device before every launch, so that algorithms
+  /// timed by the first run do not share the GPU with other lanes' work.
+  Status enqueue(Program& p, int slot, std::vector<cudaEvent_t>* marks = nullptr,
+                 bool serialize = false) {
     if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[0], ctx_.stream));
     // This run computes on slot `slot`'s device inputs; the forked copy stream moves the
     // prefetched next batch (staging of the other slot) meanwhile.
@@ -425,11 +529,18 @@ private:
     HGP_CUDA_TRY(cudaEventRecordWithFlags(stagingRead_[next], copyStream_,
                                           ctx_.capturing ? cudaEventRecordExternal : 0));
     HGP_CUDA_TRY(cudaEventRecord(join_, copyStream_));
+    for (size_t k = 1; k < p.usesLane.size(); ++k)
+      if (p.usesLane[k]) HGP_CUDA_TRY(cudaStreamWaitEvent(lane(int(k)).stream, fork_, 0));
     if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[1], ctx_.stream));
-    for (Launch& l : p.launches) {
+    for (size_t i = 0; i < p.launches.size(); ++i) {
+      Launch& l = p.launches[i];
+      cudaStream_t stream = lane(l.lane).stream;
+      if (marks) HGP_CUDA_TRY(cudaStreamWaitEvent(stream, (*marks)[i + 1], 0));
+      for (int w : l.waits) HGP_CUDA_TRY(cudaStreamWaitEvent(stream, p.launches[size_t(w)].done, 0));
+      if (serialize) HGP_TRY_CTX(sync(true), "before the first run of a step");
       const PlanStep& first = p.source->steps[size_t(l.steps[0])];
       std::string who = std::string(opName(first.op)) + " '" + first.loc + "'";
-      if (!ctx_.pendingCollectives.empty()) HGP_TRY(joinCollectivesFor(p, l));
+      if (profilingEager_) HGP_TRY(profiler_->pushStep(l.steps[0]));
       if (l.steps.size() == 1 && !isOptimizer(first.op)) {
         CudaArgs a = argsFor(first, l.state(slot));
         HGP_TRY_CTX(kExec[int(first.op)](a), "step " + who);
@@ -440,38 +551,121 @@ private:
         HGP_TRY_CTX(execOptimizerGroup(group, l.state(slot)),
                     "the optimizer update starting at " + who);
       }
-      if (ctx_.capturing) noteCapturedNodes(p, l.steps[0]);
-      if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[size_t(&l - p.launches.data()) + 2], ctx_.stream));
+      if (profilingEager_) HGP_TRY(profiler_->popStep());
+      if (ctx_.capturing) noteCapturedNodes(p, l.steps[0], stream);
+      if (l.done) HGP_CUDA_TRY(cudaEventRecord(l.done, stream));
+      if (marks) HGP_CUDA_TRY(cudaEventRecord((*marks)[i + 2], stream));
+    }
+    for (size_t k = 1; k < p.usesLane.size(); ++k) {
+      if (!p.usesLane[k]) continue;
+      Lane& l = *lanes_[k - 1];
+      HGP_CUDA_TRY(cudaEventRecord(l.joined, l.ctx.stream));
+      HGP_CUDA_TRY(cudaStreamWaitEvent(ctx_.stream, l.joined, 0));
     }
     HGP_CUDA_TRY(cudaStreamWaitEvent(ctx_.stream, join_, 0));
-    HGP_TRY(joinCollectives(ctx_, ctx_.stream, nullptr));
     return Status::ok();
   }
 
-  /// Joins the collectives in flight whose results launch `l` reads.
-  Status joinCollectivesFor(Program& p, const Launch& l) {
-    std::vector<const void*> reads;
-    for (int s : l.steps)
-      for (int t : p.source->steps[size_t(s)].inputs) reads.push_back(views_[size_t(t)].data);
-    return joinCollectives(ctx_, ctx_.stream, &reads);
-  }
-
-  /// Remembers which step the nodes captured so far (the current dependency set) came from.
-  void noteCapturedNodes(Program& p, int step) {
+  /// Called after `step` was enqueued on `stream`: the stream's capture leaves and all their
+  /// ancestors that no earlier step owns are this step's nodes. (Owned sets are closed under
+  /// ancestry, so the walk stops at the first owned node.)
+  void noteCapturedNodes(Program& p, int step, cudaStream_t stream) {
+    // Edge data must be asked for: cuDNN's kernels may be joined by programmatic (PDL) edges, and
+    // a query without it fails as lossy and leaves an error behind for the next launch to find.
     cudaStreamCaptureStatus status;
     const cudaGraphNode_t* deps = nullptr;
+    const cudaGraphEdgeData* edges = nullptr;
     size_t n = 0;
-    if (cudaStreamGetCaptureInfo(ctx_.stream, &status, nullptr, nullptr, &deps, nullptr, &n) !=
-        cudaSuccess)
+    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
       return;
-    for (size_t i = 0; i < n; ++i) p.nodeStep.emplace(deps[i], step);
+    }
+    std::vector<cudaGraphNode_t> todo(deps, deps + n), up;
+    std::vector<cudaGraphEdgeData> upEdges;
+    while (!todo.empty()) {
+      cudaGraphNode_t node = todo.back();
+      todo.pop_back();
+      if (!p.nodeStep.emplace(node, step).second) continue;
+      size_t k = 0;
+      if (cudaGraphNodeGetDependencies(node, nullptr, nullptr, &k) != cudaSuccess || k == 0) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      up.resize(k);
+      upEdges.resize(k);
+      if (cudaGraphNodeGetDependencies(node, up.data(), upEdges.data(), &k) != cudaSuccess) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      todo.insert(todo.end(), up.begin(), up.begin() + long(k));
+    }
+  }
+
+
+  /// Runs the program once while CUPTI records it (a fresh capture and one replay, or op by op
+  /// with a correlation id per step), then writes --profile and --trace.
+  Status profileRun(Program& p, int slot, bool eager) {
+    if (Status st = profiler_->start(eager); !st) {
+      (void)profiler_->stop();
+      return std::move(st).withContext("starting CUPTI for --profile/--trace");
+    }
+    auto body = [&]() -> Status {
+      if (eager) {
+        profilingEager_ = true;
+        Status st = enqueue(p, slot);
+        profilingEager_ = false;
+        return st;
+      }
+      if (p.graphs[slot]) {
+        HGP_CUDA_TRY(cudaGraphExecDestroy(p.graphs[slot]));
+        p.graphs[slot] = nullptr;
+      }
+      HGP_TRY(capture(p, slot));
+      // Upload before the recorded launch, so that it is a replay like every later one.
+      HGP_CUDA_TRY(cudaGraphUpload(p.graphs[slot], ctx_.stream));
+      HGP_CUDA_TRY(cudaGraphLaunch(p.graphs[slot], ctx_.stream));
+      return Status::ok();
+    };
+    Status st = body();
+    if (st) st = sync();
+    auto raw = profiler_->stop();
+    HGP_TRY(std::move(st).withContext("profiling program " + p.source->name));
+    HGP_TRY(raw.status());
+    if (!eager && profiler_->unmappedKernels()) {
+      std::fprintf(stderr, "cuda: --profile: the replayed graph's kernels could not be tied to plan "
+                           "steps; profiling the next run of %s op by op instead\n",
+                   p.source->name.c_str());
+      profile_ = ProfileState::EagerPending;
+      return Status::ok();
+    }
+    profile_ = ProfileState::Done;
+    std::vector<int> launchSteps(p.source->steps.size(), 0);
+    for (const Launch& l : p.launches) launchSteps[size_t(l.steps[0])] = int(l.steps.size());
+    ProfileRecords records = toRecords(*raw, *plan_, *p.source, launchSteps, ctx_.props.name,
+                                       ctx_.props.multiProcessorCount, eager ? "eager" : "graph");
+    if (!opts_.profile.empty()) {
+      FILE* f = std::fopen(opts_.profile.c_str(), "w");
+      std::string text = printRecords(records);
+      bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+      if (f) ok = std::fclose(f) == 0 && ok;
+      if (!ok) return Status(ErrorCode::Io, "cannot write the --profile file " + opts_.profile);
+    }
+    if (!opts_.trace.empty())
+      HGP_TRY(writeChromeTraceFile(records, plan_, p.source->name, opts_.trace));
+    std::fprintf(stderr, "cuda: profiled one run of %s (%s mapping): %zu records over %.3f ms%s%s%s%s\n",
+                 p.source->name.c_str(), records.mapping.c_str(), records.records.size(),
+                 records.programs[0].spanUs / 1e3, opts_.profile.empty() ? "" : "; records in ",
+                 opts_.profile.c_str(), opts_.trace.empty() ? "" : "; trace in ", opts_.trace.c_str());
+    return Status::ok();
   }
 
   Status capture(Program& p, int slot) {
+    p.nodeStep.clear();
     HGP_CUDA_TRY(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
-    ctx_.capturing = true;
+    setCapturing(true);
     Status st = enqueue(p, slot);
-    ctx_.capturing = false;
+    setCapturing(false);
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(ctx_.stream, &graph);
     if (!st) {
@@ -482,6 +676,7 @@ private:
     if (e != cudaSuccess)
       return Status(ErrorCode::Device, "capturing program " + p.source->name + " failed: " +
                                            cudaGetErrorString(e));
+    if (profiler_ && profiler_->running()) profiler_->noteCapturedNodes(p.nodeStep);
     cudaGraphInstantiateParams params{};
     e = cudaGraphInstantiateWithParams(&p.graphs[slot], graph, &params);
     if (e != cudaSuccess) {
@@ -497,13 +692,14 @@ private:
                                            cudaGetErrorString(e));
     }
     HGP_CUDA_TRY(cudaGraphDestroy(graph));
-    p.graphGeneration[slot] = ctx_.workspaceGeneration;
+    p.graphGeneration[slot] = workspaceGeneration();
     return Status::ok();
   }
 
   BackendOptions opts_;
   TuningCache tuning_;
-  CudaContext ctx_;
+  CudaContext ctx_; ///< Lane 0: the main stream and its handles.
+  std::vector<std::unique_ptr<Lane>> lanes_; ///< Lanes 1, 2, ...: the plan's other streams.
   const Plan* plan_ = nullptr;
   void *persistent_ = nullptr, *transient_ = nullptr, *cublasWorkspace_ = nullptr;
   std::vector<DeviceTensor> views_;
@@ -518,6 +714,11 @@ private:
   int inputSlot_ = 0; ///< The slot whose device inputs were last written or run on (for read()).
   std::map<std::string, Program> programs_;
   std::unique_ptr<ThreadPool> copyPool_;
+  /// --profile / --trace: Pending until the train program's profiled run; EagerPending when the
+  /// graph mapping failed and the next run is profiled op by op.
+  enum class ProfileState { Off, Pending, EagerPending, Done } profile_ = ProfileState::Off;
+  std::unique_ptr<ActivityProfiler> profiler_;
+  bool profilingEager_ = false; ///< enqueue() brackets each launch with a step correlation id.
   std::unique_ptr<Communicator> comm_; ///< Data parallelism; null with one rank.
 };
 

@@ -62,13 +62,6 @@ struct CudaContext {
   TuningCache* tuning = nullptr;
   /// The data-parallel communicator (Nccl.h); null when the run has one rank.
   Communicator* comm = nullptr;
-  /// Collectives run here, forked from `stream`, so they overlap the compute that follows
-  /// (null: on `stream` itself). The backend joins a collective back into `stream` before the
-  /// first launch that reads one of its results (joinCollectives), and at the end of a program.
-  cudaStream_t commStream = nullptr;
-  /// Collectives in flight on commStream: the addresses of their results and the event recorded
-  /// after them.
-  std::vector<std::pair<std::vector<const void*>, cudaEvent_t>> pendingCollectives;
 
   /// The shared scratch buffer; grows only outside capture (during a program's eager first run).
   void* workspace = nullptr;
@@ -123,10 +116,6 @@ struct Dims {
 Dims contiguous(const Shape& s);
 /// Strides for reading `s` broadcast to `out` (0 on broadcast dims), left-padded to out's rank.
 Dims broadcastTo(const Shape& s, const Shape& out);
-
-/// Makes `stream` wait for the collectives in flight whose results `reads` contains (all of them
-/// when `reads` is null), and forgets them.
-Status joinCollectives(CudaContext& ctx, cudaStream_t stream, const std::vector<const void*>* reads);
 
 /// Checks the launch that was just enqueued (cudaGetLastError), naming the step.
 Status checkLaunch(const CudaArgs& a, const char* kernel);

@@ -52,6 +52,10 @@ struct PlanTensor {
   int64_t bytes() const { return type.bytes(); }
 };
 
+/// The most streams a program may use (a runtime resource bound: each is a stream with its own
+/// library handles and scratch memory).
+constexpr int kMaxPlanStreams = 16;
+
 /// One op invocation. Inputs and outputs index Plan::tensors.
 struct PlanStep {
   OpKind op = OpKind::Relu;
@@ -59,6 +63,10 @@ struct PlanStep {
   std::vector<int> inputs, outputs;
   std::string loc; ///< The source node's name, for errors and traces.
   int stream = 0;  ///< The stream it runs on (0 unless the scheduler spreads work).
+  /// Earlier steps of the same program, on other streams, that this step waits for (through an
+  /// event recorded after each of them). Together with stream order these are all of the
+  /// step's dependencies; the scheduler keeps the fewest that imply the rest.
+  std::vector<int> waits;
 };
 
 /// A named sequence of steps: "forward", "train" or "eval".

@@ -39,8 +39,16 @@ Status Plan::validate() const {
   }
   auto inRange = [&](int i) { return i >= 0 && i < int(tensors.size()); };
   for (const auto& p : programs) {
-    for (const auto& s : p.steps) {
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      const PlanStep& s = p.steps[k];
       const OpTraits& tr = opTraits(s.op);
+      if (s.stream < 0 || s.stream >= kMaxPlanStreams)
+        return bad("step '" + s.loc + "' names stream " + std::to_string(s.stream) +
+                   " (streams are 0.." + std::to_string(kMaxPlanStreams - 1) + ")");
+      for (int w : s.waits)
+        if (w < 0 || size_t(w) >= k || p.steps[size_t(w)].stream == s.stream)
+          return bad("step '" + s.loc + "' waits for step " + std::to_string(w) +
+                     ", which is not an earlier step on another stream");
       int ni = int(s.inputs.size()), no = int(s.outputs.size());
       if (ni < tr.minInputs || (tr.maxInputs >= 0 && ni > tr.maxInputs) || no < tr.minOutputs ||
           (tr.maxOutputs >= 0 && no > tr.maxOutputs))
@@ -144,6 +152,8 @@ std::string printPlan(const Plan& plan) {
       out += ")";
       if (!s.attrs.empty()) out += " " + s.attrs.toString();
       if (s.stream != 0) out += " stream=" + std::to_string(s.stream);
+      for (size_t i = 0; i < s.waits.size(); ++i)
+        out += (i ? "," : " waits=") + std::to_string(s.waits[i]);
       if (!s.loc.empty()) {
         out += " loc(";
         appendQuoted(out, s.loc);
@@ -284,6 +294,15 @@ private:
         HGP_TRY(s_.expect('='));
         HGP_ASSIGN_OR_RETURN(int64_t stream, s_.integer());
         st.stream = int(stream);
+      }
+      if (s_.consumeWord("waits")) {
+        HGP_TRY(s_.expect('='));
+        do {
+          HGP_ASSIGN_OR_RETURN(int64_t w, s_.integer());
+          if (w < 0 || w >= int64_t(p.steps.size()))
+            return s_.error("waits=" + std::to_string(w) + " does not name an earlier step");
+          st.waits.push_back(int(w));
+        } while (s_.consume(','));
       }
       if (s_.consumeWord("loc")) {
         HGP_TRY(s_.expect('('));

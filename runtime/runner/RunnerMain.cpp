@@ -3,8 +3,8 @@
 //   EXE --data SPEC [--eval SPEC] (--epochs N | --steps N) [--device auto|cpu|cuda]
 //       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
-//       [--deterministic] [--max-nonfinite N] [--op-times FILE]
-//       [--gpus N] [--rendezvous DIR] [--timeout SECONDS]      (docs/distributed.md)
+//       [--deterministic] [--max-nonfinite N] [--op-times FILE] [--profile FILE]
+//       [--trace FILE.json] [--gpus N] [--rendezvous DIR] [--timeout SECONDS]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
 // 7 diverged, 8 out of memory, 9 peer rank failed (docs/exit-codes.md).
@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose, "say what the backend chose");
   app.add_option("--op-times", o.opTimes,
                  "GPU: time one step op by op and append each launch's time to this file");
+  app.add_option("--profile", o.profile,
+                 "GPU: record the third step's kernels through CUPTI (step, launch shape, time) "
+                 "into this records file, for hgpc plan/compile --records");
+  app.add_option("--trace", o.trace,
+                 "GPU: write the third step as a Chrome trace (JSON, opens in Perfetto)");
   app.add_option("--normalize", o.normalize,
                  "standardize pixels: MEAN,STD, or per channel M1,M2,M3,S1,S2,S3")
       ->delimiter(',');

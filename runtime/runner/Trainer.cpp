@@ -68,7 +68,13 @@ public:
       double timeout = opt_.timeout;
       bo.shareUniqueId = [env, timeout](std::string& id) { return shareThroughFile(env, id, timeout); };
     }
+    bo.profile = opt_.profile;
+    bo.trace = opt_.trace;
     HGP_ASSIGN_OR_RETURN(backend_, selectBackend(device, bo));
+    if ((!opt_.profile.empty() || !opt_.trace.empty()) && std::string(backend_->name()) != "cuda")
+      return Status(ErrorCode::Device, "--profile and --trace record GPU kernels and need the CUDA "
+                                       "backend; this run is on the " +
+                                           std::string(backend_->name()) + " backend");
     if (ranks_.ranks > 1) {
       removeRendezvousFile(ranks_);
       watchdog_ = std::make_unique<Watchdog>(*backend_, ranks_.rank, opt_.timeout);
@@ -131,6 +137,9 @@ public:
     if (!quiet_) std::fprintf(stderr, "training %s on %s: %lld steps of batch %lld (%lld per epoch) on %s\n",
                  plan_.modelName.c_str(), train_->describe().c_str(), (long long)total,
                  (long long)batch_, (long long)perEpoch, backend_->name());
+    if ((!opt_.profile.empty() || !opt_.trace.empty()) && total < 3)
+      return fail(Status(ErrorCode::Usage, "--profile and --trace record the third training step "
+                                           "(after warm-up); train at least 3 steps"));
     progress_ = std::make_unique<Progress>(lead_ ? opt_.progress : ProgressMode::None, total);
     reported_ = startStep_ = pos_.step;
     int input = plan_.binding("input"), labels = plan_.binding("labels");

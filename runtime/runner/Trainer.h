@@ -30,6 +30,8 @@ struct RunOptions {
   bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
   bool verbose = false;
   std::string opTimes;          ///< GPU: per-launch times of one step to this file.
+  std::string profile;          ///< GPU: CUPTI records of one step to this file.
+  std::string trace;            ///< GPU: one step as a Chrome trace (JSON) to this file.
   /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
   std::vector<float> normalize;
   /// Data parallelism (docs/distributed.md): the rendezvous directory for MPI launches, and how

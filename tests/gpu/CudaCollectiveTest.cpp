@@ -1,14 +1,12 @@
 // The NCCL path of AllReduce on 2 GPUs (skips with fewer): two CUDA backends in two threads of
 // this process join one communicator through an in-memory rendezvous, each writes its own values
 // into the bucket's operands, and every result must be the elementwise mean of the two ranks'
-// values, computed here on the host, in eager runs and in captured and replayed CUDA graphs, with
-// the collectives on their own stream and inline (HGPC_COLLECTIVES_INLINE=1).
+// values, computed here on the host, in eager runs and in captured and replayed CUDA graphs.
 #include "tests/gpu/GpuTestUtil.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -44,13 +42,7 @@ TEST(CudaCollective, TwoRanksAverageInEagerAndGraphMode) {
   ASSERT_TRUE(e.has_value());
   const Plan& plan = e->plan;
 
-  // On the communication stream (overlapping), then inline on the compute stream.
-  for (bool inlineCollectives : {false, true}) {
-    SCOPED_TRACE(inlineCollectives ? "inline" : "own stream");
-    if (inlineCollectives)
-      setenv("HGPC_COLLECTIVES_INLINE", "1", 1);
-    else
-      unsetenv("HGPC_COLLECTIVES_INLINE");
+  {
     std::promise<std::string> id;
     std::shared_future<std::string> idReady = id.get_future().share();
     constexpr int kRuns = 5; // eager on both slots, then captured graphs and replays
@@ -111,7 +103,6 @@ TEST(CudaCollective, TwoRanksAverageInEagerAndGraphMode) {
         }
     }
   }
-  unsetenv("HGPC_COLLECTIVES_INLINE");
 }
 
 } // namespace

@@ -3,12 +3,14 @@
 // (ok = 0), learning-rate schedules, the metrics ring, CheckFinite, counters and BN running
 // statistics, each against the CPU reference over several runs in eager and graph mode; a small
 // CNN trained for a few steps through the real training pipeline; and determinism: two
-// deterministic backends, and graph replay against eager execution, agree bit for bit.
+// deterministic backends, graph replay against eager execution, and the plan scheduled over
+// several streams against the same plan on one stream, agree bit for bit.
 //
 // Tolerances: the optimizer and control executors repeat the CPU's float operations in its order,
 // so they compare bit for bit, except Adam, whose bias correction uses the device's pow (1e-6).
 // The training steps compare to 1e-4: they run cuDNN convolutions (fp32, no TF32), whose
 // summation order differs from the CPU's, for several steps.
+#include "compiler/schedule/AssignStreams.h"
 #include "tests/gpu/GpuTestUtil.h"
 
 namespace hgp::gputest {
@@ -390,6 +392,32 @@ TEST(CudaTraining, GraphReplayIsBitIdenticalToEager) {
   eager.deterministic = graph.deterministic = true;
   eager.eager = true;
   expectBitIdentical(*e, eager, graph, spec);
+}
+
+/// The small CNN's plan scheduled over up to four streams. The executors and algorithms are the
+/// one-stream plan's, so in deterministic mode every tensor must come out bit for bit the same:
+/// only the order of independent work changes, and a missing dependency would show as a race.
+TEST(CudaTraining, MultiStreamPlanIsBitIdenticalToOneStream) {
+  HGP_REQUIRE_CUDA();
+  for (int64_t batch : {8, 64}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    auto one = trainingPlan(sgdOptions(), batch);
+    ASSERT_TRUE(one.has_value());
+    EmittedPlan many = *one;
+    auto target = findTarget("h200");
+    ASSERT_TRUE(target.hasValue());
+    StreamAssignment a = assignStreams(many.plan, *target, "fp32", 4);
+    ASSERT_GT(a.maxStreamsUsed, 1) << "the schedule did not spread the step";
+    ASSERT_GT(a.events, 0u);
+    ASSERT_TRUE(many.plan.validate().isOk());
+    RunSpec spec = trainingSpec();
+    spec.runs = 6;
+    BackendOptions graph, eager;
+    graph.deterministic = eager.deterministic = true;
+    eager.eager = true;
+    expectBitIdentical(one.value(), many, graph, graph, spec);
+    expectBitIdentical(one.value(), many, graph, eager, spec);
+  }
 }
 
 } // namespace

@@ -332,17 +332,20 @@ inline void runAndCompare(const EmittedPlan& e, const RunSpec& spec = {}) {
   }
 }
 
-/// Runs `e` `runs` times on `a` and on `b` (fed alike) and expects every compared tensor to be
-/// bit-identical after every run.
-inline void expectBitIdentical(const EmittedPlan& e, const BackendOptions& oa,
-                               const BackendOptions& ob, const RunSpec& spec) {
-  const Plan& plan = e.plan;
+/// Runs plan `ea` on backend `a` and plan `eb` on `b`, `runs` times each (fed alike), and
+/// expects every compared tensor to be bit-identical after every run. The two plans have the same
+/// tensors and differ only in how their steps are scheduled.
+inline void expectBitIdentical(const EmittedPlan& ea, const EmittedPlan& eb,
+                               const BackendOptions& oa, const BackendOptions& ob,
+                               const RunSpec& spec) {
+  const Plan& plan = ea.plan;
+  ASSERT_EQ(ea.plan.tensors.size(), eb.plan.tensors.size());
   auto a = makeGpuBackend(oa), b = makeGpuBackend(ob);
   ASSERT_TRUE(a.hasValue() && b.hasValue());
-  for (Backend* x : {a->get(), b->get()}) {
-    Status st = x->load(plan, InitData{e.data, {}});
-    ASSERT_TRUE(st.isOk()) << st.toString();
-  }
+  Status st = (*a)->load(ea.plan, InitData{ea.data, {}});
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  st = (*b)->load(eb.plan, InitData{eb.data, {}});
+  ASSERT_TRUE(st.isOk()) << st.toString();
   std::vector<int> compared = comparedTensors(plan);
   for (int run = 0; run < spec.runs; ++run) {
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
@@ -361,6 +364,12 @@ inline void expectBitIdentical(const EmittedPlan& e, const BackendOptions& oa,
           << "tensor '" << pt.name << "' after run " << run;
     }
   }
+}
+
+/// The same with one plan for both backends.
+inline void expectBitIdentical(const EmittedPlan& e, const BackendOptions& oa,
+                               const BackendOptions& ob, const RunSpec& spec) {
+  expectBitIdentical(e, e, oa, ob, spec);
 }
 
 } // namespace hgp::gputest

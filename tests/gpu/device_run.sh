@@ -4,8 +4,10 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance zoo determinism convergence bench dp (default: all).
-# dp (data parallelism, docs/distributed.md) needs 2 GPUs (kind nvidia-h200-x2) and skips otherwise.
+# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp (default: all).
+# Also: profile (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default
+# list, since it returns two more files). dp (data parallelism, docs/distributed.md) needs 2 GPUs
+# (kind nvidia-h200-x2) and skips otherwise.
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
@@ -40,7 +42,7 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance zoo determinism convergence bench dp}
+stages=${*:-info gpu conformance zoo determinism streams convergence bench dp}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
 work=$(mktemp -d)
@@ -93,6 +95,27 @@ err = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-12)) for 
 print("determinism: 200 LeNet-5 steps in fp32, CUDA vs CPU: max relative weight difference %.2e" % err)
 PY
     ;;
+  streams)
+    # The scheduled plan (several streams, events) against the same model on one stream: in
+    # deterministic mode the weights after 60 steps must be bit-identical, graph and eager.
+    python3 samples/make_resnet18_28.py "$work/r18s.onnx" > /dev/null 2>&1
+    for m in lenet5:samples/lenet5.onnx resnet18_28:$work/r18s.onnx; do
+      name=${m%%:*} path=${m#*:}
+      for streams in 1 4; do
+        hgpc compile "$path" -o "$work/s_${name}_$streams" --batch 32 --optimizer sgd --lr 0.05 \
+          --momentum 0.9 --max-streams $streams >> "$work/streams.log" 2>&1
+        "$work/s_${name}_$streams" --data "fashion-mnist:$fm" --steps 60 --deterministic --device cuda \
+          --progress none --save "$work/s_${name}_$streams.onnx" >> "$work/streams.log" 2>&1
+      done
+      "$work/s_${name}_4" --data "fashion-mnist:$fm" --steps 60 --deterministic --eager --device cuda \
+        --progress none --save "$work/s_${name}_4e.onnx" >> "$work/streams.log" 2>&1
+      used=$(( $(hgpc compile "$path" --batch 32 --emit plan 2>/dev/null | grep -o 'stream=[0-9]*' | sort -u | wc -l) + 1 ))
+      cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4.onnx" && r1=identical || r1=DIFFERENT
+      cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4e.onnx" && r2=identical || r2=DIFFERENT
+      note "streams $name ($used streams): 60 deterministic steps, 4-stream graph vs 1 stream $r1; 4-stream eager vs 1 stream $r2"
+    done
+    cp "$work/streams.log" "$OUT/streams.log"
+    ;;
   convergence)
     hgpc compile samples/lenet5.onnx -o "$work/l5c" --batch 64 --optimizer adam --lr 0.002 \
       --schedule cosine --t-max 18740 >/dev/null 2>&1
@@ -109,6 +132,25 @@ PY
       >> "$work/resnet18.log" 2>&1
     note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18.log") ($(tail -1 "$work/resnet18.log"))"
     cat "$work/resnet18.log" >> "$OUT/convergence.log"
+    ;;
+  profile)
+    popts=(--batch 64 --optimizer sgd --lr 0.05 --momentum 0.9)
+    hgpc compile samples/lenet5.onnx -o "$work/l5p" "${popts[@]}" >/dev/null 2>&1
+    "$work/l5p" --data "fashion-mnist:$fm" --steps 200 --device cuda --progress none \
+      --profile "$OUT/lenet5.records.txt" --trace "$OUT/lenet5.trace.json" > "$work/profile.log" 2>&1
+    note "profile LeNet-5: exit $? $(grep -E 'profiled one run|^trained' "$work/profile.log" | tr '\n' ' ')"
+    python3 - "$OUT/lenet5.trace.json" "$OUT/lenet5.records.txt" <<'PY' | tee -a "$summary"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = sorted(e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name")
+xs = [e for e in ev if e["ph"] == "X"]
+steps = {int(l.split()[2]) for l in open(sys.argv[2]) if l.startswith(("kernel", "memcpy", "memset"))}
+print("profile: trace tracks %s, %d slices, %d flows; records cover %d steps" % (
+    tracks, len(xs), sum(e["ph"] == "s" for e in ev), len(steps - {-1})))
+PY
+    hgpc plan samples/lenet5.onnx --target h200 "${popts[@]}" --records "$OUT/lenet5.records.txt" \
+      > "$work/lenet5.plan.txt" 2>&1
+    note "plan --records: exit $? $(grep -E '^records from|^predicted iteration' "$work/lenet5.plan.txt" | tr '\n' ' ')"
     ;;
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \

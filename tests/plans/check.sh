@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Golden plans: `hgpc plan` on the bundled models for two targets and two batch sizes, diffed
+# Golden plans: `hgpc plan` on the bundled models and the public zoo models (export_zoo.py) for
+# two targets and two batch sizes, diffed
 # against tests/plans/*.txt. A change to the plan, the memory plan or the cost model shows up
 # here and in review. Regenerate with:  HGP_UPDATE_GOLDEN=1 tests/plans/check.sh build/bin/hgpc
 set -euo pipefail
@@ -20,10 +21,14 @@ check() { # name model target batch [more hgpc plan flags]
     echo "golden plan $1 differs:"; head -40 "$work/$1.diff"; failed=1
   fi
 }
+# The public zoo models of the parity and GPU zoo tests, at their test input sizes.
+zoo=(resnet18 mobilenet_v2 googlenet squeezenet1_1 densenet121)
+/usr/bin/python3 -W ignore "$here/export_zoo.py" "$work" "${zoo[@]}" >/dev/null 2>&1
 for target in h200 a100; do
   for batch in 32 128; do
     check "lenet5.$target.b$batch" "$root/samples/lenet5.onnx" $target $batch
     check "resnet18_28.$target.b$batch" "$work/resnet18_28.onnx" $target $batch
+    for m in "${zoo[@]}"; do check "$m.$target.b$batch" "$work/$m.onnx" $target $batch; done
   done
 done
 # Data parallelism over 2 ranks (docs/distributed.md): the all-reduce buckets, their stream and

@@ -5,6 +5,7 @@
 // collectives' own stream, and the ring all-reduce term of the cost model against hand-computed
 // values.
 #include "compiler/analysis/CostModel.h"
+#include "compiler/schedule/AssignStreams.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/schedule/StreamSchedule.h"
 #include "passes/Pass.h"
@@ -376,6 +377,25 @@ TEST(DataParallel, CollectivesRunOnTheirOwnStream) {
         }
         EXPECT_TRUE(seen[i]) << "step " << i << " may run before step " << d;
       }
+  }
+}
+
+/// hgpc compile writes the schedule into the plan: the collectives get a stream of their own also
+/// with one compute stream, and the stream count stays within the plan's limit.
+TEST(DataParallel, CompiledPlansPutCollectivesOnTheirOwnStream) {
+  Target t = *findTarget("h200");
+  for (int maxStreams : {1, 4, kMaxPlanStreams}) {
+    Compiled c = compileMlp(2, 100);
+    assignStreams(c.emitted.plan, t, "tf32", maxStreams, {}, nullptr);
+    ASSERT_TRUE(c.emitted.plan.validate().isOk()) << maxStreams;
+    std::set<int> comm, compute;
+    for (const PlanStep& s : c.emitted.plan.programs[0].steps)
+      (s.op == OpKind::AllReduce ? comm : compute).insert(s.stream);
+    EXPECT_EQ(comm.size(), 1u) << maxStreams;
+    for (int st : comm) EXPECT_EQ(compute.count(st), 0u) << maxStreams;
+    if (maxStreams == 1) {
+      EXPECT_EQ(compute, std::set<int>{0});
+    }
   }
 }
 

@@ -40,6 +40,11 @@ TEST(StreamSchedule, BranchesRunOnTwoStreamsAndJoinWithOneEvent) {
   ASSERT_EQ(two.events.size(), 1u);
   EXPECT_EQ(two.events[0].to, 2);
   EXPECT_LT(two.idealSeconds, cost.serialSeconds);
+  // Step times measured with the streams running at once already include the sharing.
+  ProgramCost measured = cost;
+  measured.sharingMeasured = true;
+  StreamSchedule m = scheduleStreams(t, plan, prog, measured, 2);
+  EXPECT_DOUBLE_EQ(m.sharedSeconds, m.idealSeconds);
   StreamSchedule one = scheduleStreams(t, plan, prog, cost, 1);
   EXPECT_EQ(one.streams, 1);
   EXPECT_TRUE(one.events.empty());
