@@ -3,6 +3,10 @@
 // Lifetimes are step intervals over the graph's node order. Greedy-by-size placement (as in
 // TFLite's arena planner) keeps the peak close to the true maximum of live bytes on CNNs.
 //
+// A collective (AllReduce) runs on a stream of its own while later steps compute, and is known
+// to be done only where its results are first read. So its operands stay live until then: no
+// step in between may reuse their bytes, which would also make it wait for the collective.
+//
 //===----------------------------------------------------------------------------------------===//
 #include "passes/MemoryPlan.h"
 
@@ -22,13 +26,21 @@ MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, boo
   int n = int(g.nodes().size());
   for (int i = 0; i < n; ++i) position[g.nodes()[size_t(i)]] = i;
   std::set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
+  // Where a collective is joined: the first reader of any of its results.
+  auto joinOf = [&](const Node* c) {
+    int join = n;
+    for (const Value* r : c->outputs())
+      for (const Node* u : r->users()) join = std::min(join, position[u]);
+    return join;
+  };
 
   std::vector<Interval> intervals;
   for (int i = 0; i < n; ++i) {
     for (const Value* v : g.nodes()[size_t(i)]->outputs()) {
       if (skipped.count(v)) continue;
       int last = i;
-      for (const Node* u : v->users()) last = std::max(last, position[u]);
+      for (const Node* u : v->users())
+        last = std::max(last, u->op() == OpKind::AllReduce ? joinOf(u) : position[u]);
       if (outputs.count(v)) last = n;
       intervals.push_back({v, alignUp(v->type().bytes()), i, last});
     }

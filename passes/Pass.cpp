@@ -36,7 +36,8 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
 
 std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
 std::vector<std::string> trainPipeline() {
-  return {"canonicalize", "add-loss", "add-step-counter", "autodiff", "add-optimizer"};
+  return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "all-reduce-gradients",
+          "add-optimizer"};
 }
 std::vector<std::string> evalPipeline() { return {"canonicalize", "eval-mode", "add-loss"}; }
 
@@ -61,6 +62,9 @@ Status TrainOptions::validate() const {
     return bad("--schedule multistep needs --milestones");
   if (schedule == "cosine" && tMax < 1) return bad("--schedule cosine needs --t-max >= 1");
   if (warmupSteps < 0) return bad("--warmup-steps must be >= 0");
+  if (ranks < 1 || ranks > 4096) return bad("--ranks must be in [1, 4096]");
+  if (bucketBytes < 1) return bad("--bucket-mb must be positive");
+  if (syncBn && ranks < 2) return bad("--sync-bn needs --ranks 2 or more");
   if (metricsRing < 1 || metricsRing > 4096) return bad("the metrics ring must hold 1 to 4096 rows");
   return Status::ok();
 }

@@ -44,6 +44,14 @@ struct TrainOptions {
   /// Rows in the on-device metrics ring: the host reads metrics back every this many steps.
   int64_t metricsRing = 16;
 
+  /// Data parallelism (docs/distributed.md): the number of ranks the step is planned for. Above
+  /// 1, the gradients (and the loss and accuracy count) are averaged over the ranks in buckets of
+  /// at most `bucketBytes` (one gradient larger than that is a bucket of its own).
+  int64_t ranks = 1;
+  int64_t bucketBytes = int64_t(25) << 20;
+  /// --sync-bn: BatchNorm statistics over the global batch (all-reduced), not per rank.
+  bool syncBn = false;
+
   double effectiveWeightDecay() const {
     return weightDecay >= 0 ? weightDecay : optimizer == "adamw" ? 0.01 : 0.0;
   }

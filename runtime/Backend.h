@@ -7,6 +7,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,6 +44,13 @@ public:
     return Status(ErrorCode::Internal, std::string(name()) + " does not prefetch");
   }
 
+  /// Data parallelism: an error the collectives reported asynchronously (a peer rank failed),
+  /// or ok. The runner's watchdog polls it from another thread.
+  virtual Status collectiveError() { return Status::ok(); }
+  /// Data parallelism: aborts the collectives so that nothing waits for a dead peer. Called
+  /// from the watchdog thread, right before the process exits.
+  virtual void abortCollectives() {}
+
   /// Device memory this backend holds (storage regions, scratch, staging), in bytes; 0 on the CPU.
   virtual int64_t deviceMemoryBytes() const { return 0; }
 };
@@ -62,6 +70,11 @@ struct BackendOptions {
   /// launch and append every launch's time to this file (tab-separated: program, launch, op,
   /// source location, ms). Off when empty.
   std::string opTimes;
+  /// Data parallelism (docs/distributed.md): this process is rank `rank` of `ranks`. With more
+  /// than one rank the backend joins an NCCL communicator; `shareUniqueId` publishes rank 0's
+  /// id (rank 0 passes it in) or fetches it (the other ranks get it out).
+  int rank = 0, ranks = 1;
+  std::function<Status(std::string& id)> shareUniqueId;
   /// GPU: record one run of the train program (its third, so algorithms are chosen and the
   /// graph is captured) through CUPTI and write every kernel with its step, launch shape and
   /// time to this records file (runtime/profile/Records.h, docs/profiling.md). Off when empty.

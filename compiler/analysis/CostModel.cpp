@@ -8,11 +8,25 @@
 
 namespace hgp {
 
+double allReduceSeconds(const Target& t, double bytes, int64_t ranks, const CostCalibration& cal) {
+  if (ranks <= 1) return 0;
+  double hops = 2.0 * double(ranks - 1);
+  double bandwidth = std::max(1.0, t.linkBandwidth * cal.linkEfficiency);
+  return hops * cal.hopSeconds + hops / double(ranks) * bytes / bandwidth;
+}
+
 StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
                   const std::string& precision, const CostCalibration& cal) {
   StepWork w = stepWork(plan, step);
   StepCost c;
   c.launch = estimateLaunch(t, plan, step);
+  if (step.op == OpKind::AllReduce) {
+    double bytes = 0;
+    for (int in : step.inputs) bytes += double(plan.tensors[size_t(in)].bytes());
+    c.bytes = bytes;
+    c.seconds = t.launchSeconds + allReduceSeconds(t, bytes, step.attrs.getInt("ranks", 1), cal);
+    return c;
+  }
   c.blocksPerSm = blocksPerSm(t, c.launch);
   c.waves = waves(t, c.launch);
   // Only convolutions and matrix products run on tensor cores; the rest is FP32 arithmetic.

@@ -13,6 +13,11 @@
 // idle gap between consecutive kernels of one stream in that run (what the replayed graph spends
 // between kernels; the estimate's launchSeconds plays that role). Its launch shape is that of
 // its longest kernel.
+//
+// A collective (AllReduce, one bucket of gradients) costs what a ring all-reduce over the target's
+// GPU-to-GPU links takes: 2(N-1) latency hops plus 2(N-1)/N of the bucket's bytes over the link
+// bandwidth, at the fraction of it NCCL reaches. It uses a few SMs, so the stream schedule lets
+// it overlap compute at no cost to the kernels it runs beside.
 #pragma once
 
 #include "compiler/analysis/KernelModel.h"
@@ -33,7 +38,15 @@ struct CostCalibration {
   double computeEfficiency = 0.40;
   double memoryEfficiency = 0.60;
   double gemmFixedSeconds = 4e-6;
+  /// Ring all-reduce: the fraction of the link bandwidth reached (nccl-tests' bus bandwidth on
+  /// NVLink is about 80% of the data sheet's), and the latency of one hop. Not yet fitted to
+  /// measurements.
+  double linkEfficiency = 0.80;
+  double hopSeconds = 3e-6;
 };
+
+/// Predicted time of a ring all-reduce of `bytes` over `ranks` GPUs of target `t`.
+double allReduceSeconds(const Target& t, double bytes, int64_t ranks, const CostCalibration& cal = {});
 
 struct StepCost {
   LaunchShape launch;

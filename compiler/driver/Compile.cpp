@@ -31,6 +31,11 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   m.setInt("classes", c.forward->outputs()[0]->shape().back());
   m.setInt("metrics_ring", t.metricsRing);
   m.setInt("seed", int64_t(t.seed));
+  if (t.ranks > 1) { // data parallel: the runner checks it, hgpc plan's cost model uses it
+    m.setInt("ranks", t.ranks);
+    m.setInt("bucket_bytes", t.bucketBytes);
+    if (t.syncBn) m.setInt("sync_bn", 1);
+  }
   return m;
 }
 
@@ -123,7 +128,8 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
     c.records = std::move(r);
   }
-  if (o.maxStreams > 1) {
+  // Data parallelism puts the collectives on a stream of their own even with one compute stream.
+  if (o.maxStreams > 1 || (o.training && o.train.ranks > 1)) {
     StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams, {},
                                        c.records ? &*c.records : nullptr);
     c.emitted.plan.meta.setString("target", target->name);

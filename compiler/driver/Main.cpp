@@ -72,6 +72,12 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
   cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
   cmd->add_option("--metrics-every", t.metricsRing,
                   "steps between metric read-backs (the on-device ring's size)");
+  cmd->add_option("--ranks", t.ranks,
+                  "data-parallel ranks (GPUs) to train on; --batch is per rank (docs/distributed.md)");
+  cmd->add_option_function<double>(
+      "--bucket-mb", [&t](double mb) { t.bucketBytes = int64_t(mb * (1 << 20)); },
+      "gradient all-reduce bucket cap in MiB (default 25)");
+  cmd->add_flag("--sync-bn", t.syncBn, "with --ranks: BatchNorm statistics over the global batch");
 }
 
 /// The batch-slicing flags, shared by `compile` and `plan`.

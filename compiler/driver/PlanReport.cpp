@@ -44,6 +44,40 @@ std::optional<Scheduled> schedule(const Plan& plan, const Target& target,
   return Scheduled{program, std::move(cost), std::move(sched), std::move(measured)};
 }
 
+/// The all-reduce buckets of a data-parallel plan and how much of their time the schedule
+/// leaves exposed (the scheduled iteration minus the same schedule with free communication).
+void printCommunication(const Plan& plan, const Target& target, const PlanProgram& program,
+                        const ProgramCost& cost, const StreamSchedule& sched, int maxStreams,
+                        std::ostream& os) {
+  ProgramCost free = cost;
+  double total = 0, bytes = 0;
+  int buckets = 0;
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    if (program.steps[i].op != OpKind::AllReduce) continue;
+    ++buckets;
+    total += cost.steps[i].seconds;
+    bytes += cost.steps[i].bytes;
+    free.steps[i].seconds = 0;
+  }
+  if (buckets == 0) return;
+  StreamSchedule without = scheduleStreams(target, plan, program, free, maxStreams);
+  os << format("communication %d all-reduces, %.2f MB over %lld ranks (%.0f GB/s links): all-reduce "
+               "%.3f ms, exposed %.3f ms\n", buckets, bytes / 1e6,
+               (long long)plan.meta.getInt("ranks", 1), target.linkBandwidth / 1e9, total * 1e3,
+               std::max(0.0, sched.idealSeconds - without.idealSeconds) * 1e3);
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const PlanStep& s = program.steps[i];
+    if (s.op != OpKind::AllReduce) continue;
+    int after = -1;
+    for (int j : sched.dependencies[i]) after = std::max(after, j);
+    std::string what = s.attrs.has("bucket") ? "bucket " + std::to_string(s.attrs.getInt("bucket"))
+                                             : "'" + s.loc + "'";
+    os << format("  %s: step %zu (stream %d) after step %d, %zu tensors, %.3f MB, %.3f ms\n",
+                 what.c_str(), i, sched.stream[i], after, s.inputs.size(), cost.steps[i].bytes / 1e6,
+                 cost.steps[i].seconds * 1e3);
+  }
+}
+
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
@@ -113,6 +147,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   os << format("predicted iteration %.3f ms on one stream; %.3f ms scheduled (%.3f ms if "
                "concurrent kernels did not share the GPU)\n", cost.serialSeconds * 1e3,
                sched.sharedSeconds * 1e3, sched.idealSeconds * 1e3);
+  printCommunication(plan, target, *program, cost, sched, maxStreams, os);
   os << format("critical path %.3f ms over %zu steps (marked *)", cost.criticalPathSeconds * 1e3,
                cost.criticalPath.size());
   if (!cost.criticalPath.empty()) {

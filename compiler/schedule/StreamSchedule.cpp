@@ -93,27 +93,39 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
   std::vector<double> finish(n, 0);  // ideal finish times
   std::vector<Bits> reach(n, Bits(n));
   double area = 0;
+  int commStream = -1, computeStreams = 0;
   for (size_t i = 0; i < n; ++i) {
     double seconds = cost.steps[i].seconds;
-    area += seconds * gpuShare(t, cost.steps[i].launch);
+    bool collective = program.steps[i].op == OpKind::AllReduce;
+    // A collective occupies the links and a few SMs, not the GPU's arithmetic.
+    if (!collective) area += seconds * gpuShare(t, cost.steps[i].launch);
     int chosen = -1, via = -1;
-    // The updates all wait for the finite check over every gradient, so spreading them would
-    // gain nothing and would split their one launch.
-    if (i > 0 && sameUpdateLaunch(program.steps[i - 1], program.steps[i]))
+    if (collective) {
+      if (commStream < 0) {
+        commStream = s.streams++;
+        tail.push_back(-1);
+      }
+      chosen = commStream;
+    } else if (i > 0 && sameUpdateLaunch(program.steps[i - 1], program.steps[i])) {
+      // The updates all wait for the finite check over every gradient, so spreading them would
+      // gain nothing and would split their one launch.
       chosen = s.stream[i - 1];
-    else
+    } else {
       for (int j : deps[i])
-        if (tail[size_t(s.stream[size_t(j)])] == j &&
+        if (s.stream[size_t(j)] != commStream && tail[size_t(s.stream[size_t(j)])] == j &&
             (via < 0 || finish[size_t(j)] > finish[size_t(via)]))
           via = j, chosen = s.stream[size_t(j)];
+    }
     if (chosen < 0) {
-      if (s.streams < maxStreams) {
+      if (computeStreams < maxStreams) {
         chosen = s.streams++;
+        ++computeStreams;
         tail.push_back(-1);
       } else {
-        chosen = 0;
-        for (int k = 1; k < s.streams; ++k)
-          if (finish[size_t(tail[size_t(k)])] < finish[size_t(tail[size_t(chosen)])]) chosen = k;
+        for (int k = 0; k < s.streams; ++k)
+          if (k != commStream &&
+              (chosen < 0 || finish[size_t(tail[size_t(k)])] < finish[size_t(tail[size_t(chosen)])]))
+            chosen = k;
       }
     }
     s.stream[i] = chosen;
@@ -135,6 +147,7 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
     tail[size_t(chosen)] = int(i);
   }
   s.streams = std::max(1, s.streams);
+  s.commStream = commStream;
   for (double f : finish) s.idealSeconds = std::max(s.idealSeconds, f);
   s.sharedSeconds = cost.sharingMeasured ? s.idealSeconds : std::max(s.idealSeconds, area);
   return s;

@@ -7,8 +7,10 @@
 // write after write). Those edges are reduced transitively; then each step continues the stream
 // of a predecessor that is still that stream's last step when it can (no event needed), opens a
 // new stream while the pool (`maxStreams`) has one, and otherwise joins the stream that frees
-// first under the cost model. An edge between streams becomes an event only if stream order and
-// the events kept so far do not already imply it. Consecutive optimizer updates that the CUDA
+// first under the cost model. Collectives (AllReduce buckets) run on a stream of their own,
+// outside the pool, so that communication overlaps the rest of the backward pass; no compute
+// step is placed on it. An edge between streams becomes an event only if stream order and the
+// events kept so far do not already imply it. Consecutive optimizer updates that the CUDA
 // backend fuses into one multi-tensor launch stay on one stream: they all wait for the finite
 // check over every gradient (a step with a non-finite gradient is skipped), so the update cannot
 // overlap the backward pass and spreading it would only split the launch.
@@ -25,6 +27,7 @@ namespace hgp {
 struct StreamSchedule {
   int streams = 1;
   std::vector<int> stream; ///< Per step.
+  int commStream = -1;     ///< The collectives' own stream, or -1 when the program has none.
   struct Event {
     int from, to; ///< Step `to` waits for step `from`, which runs on another stream.
   };

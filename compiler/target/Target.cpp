@@ -15,9 +15,10 @@ double Target::peak(const std::string& precision) const {
 const std::vector<Target>& knownTargets() {
   static const std::vector<Target> targets = {
 #define HGP_TARGET(N, Desc, Sms, Regs, SmemKiB, Threads, Blocks, L2MiB, GBs, F32, TF32, F16, BF16, \
-                   LaunchUs)                                                                        \
+                   LaunchUs, LinkGBs)                                                                        \
   Target{#N, Desc, Sms, Regs, int64_t(SmemKiB) * 1024, Threads, Blocks, int64_t(L2MiB) << 20,      \
-         double(GBs) * 1e9, F32 * 1e12, TF32 * 1e12, F16 * 1e12, BF16 * 1e12, LaunchUs * 1e-6},
+         double(GBs) * 1e9, F32 * 1e12, TF32 * 1e12, F16 * 1e12, BF16 * 1e12, LaunchUs * 1e-6,     \
+         double(LinkGBs) * 1e9},
 #include "compiler/target/Targets.def"
   };
   return targets;

@@ -24,6 +24,7 @@ struct Target {
   double memBandwidth = 0; ///< Bytes per second.
   double fp32 = 0, tf32 = 0, fp16 = 0, bf16 = 0; ///< FLOP/s; 0 where the mode does not exist.
   double launchSeconds = 0;                      ///< Per kernel node of a replayed graph.
+  double linkBandwidth = 0; ///< GPU to GPU in one machine, bytes per second per direction.
 
   /// The peak rate for a math mode ("fp32", "tf32", "fp16", "bf16"), falling back to FP32 where
   /// the GPU has no tensor cores for it.

@@ -24,8 +24,29 @@ Status gradBatchNormTrain(GradContext& ctx) {
   return batchNormGrad(ctx, ctx.out(1), ctx.out(2), true);
 }
 
-// An inference-mode BatchNorm inside a training graph is a frozen affine map.
-Status gradBatchNorm(GradContext& ctx) { return batchNormGrad(ctx, ctx.in(3), ctx.in(4), false); }
+// An inference-mode BatchNorm inside a training graph is an affine map. Its mean and var are
+// usually frozen running statistics; when they depend on parameters (the statistics --sync-bn
+// computes from X), their gradients come from the channel sums of BatchNormBwd.
+Status gradBatchNorm(GradContext& ctx) {
+  HGP_TRY(batchNormGrad(ctx, ctx.in(3), ctx.in(4), false));
+  if (!ctx.needs(3) && !ctx.needs(4)) return Status::ok();
+  const std::vector<Value*>& g = ctx.inputGrads();
+  Value *dscale = g[1], *dbias = g[2];
+  if (!dscale || !dbias) { // the scale or bias needs none: recompute the sums
+    AttrMap a;
+    a.setFloat("epsilon", ctx.attrs().getFloat("epsilon"));
+    a.setInt("batch_stats", 0);
+    HGP_ASSIGN_OR_RETURN(auto sums, ctx.emit(OpKind::BatchNormBwd,
+                                             {ctx.outGrad(0), ctx.in(0), ctx.in(1), ctx.in(3), ctx.in(4)}, a));
+    dscale = sums[1], dbias = sums[2];
+  }
+  AttrMap a;
+  a.setFloat("epsilon", ctx.attrs().getFloat("epsilon"));
+  HGP_ASSIGN_OR_RETURN(auto stats, ctx.emit(OpKind::BnStatsGrad, {dscale, dbias, ctx.in(1), ctx.in(4)}, a));
+  ctx.setInputGrad(3, stats[0]);
+  ctx.setInputGrad(4, stats[1]);
+  return Status::ok();
+}
 
 Status gradLRN(GradContext& ctx) {
   HGP_ASSIGN_OR_RETURN(Value * dx, ctx.emit1(OpKind::LRNBwd, {ctx.outGrad(0), ctx.in(0), ctx.out(0)},

@@ -153,6 +153,27 @@ Status execBatchNormBwd(KernelArgs& a) {
   return Status::ok();
 }
 
+Status execBnStatsGrad(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 4, 4, 2, 2));
+  for (size_t i = 0; i < 4; ++i) {
+    HGP_TRY(checkF32(a, a.in[i], "per-channel operand"));
+    if (a.in[i].rank() != 1) return a.fail("per-channel operands must be f32[C]");
+    HGP_TRY(checkShape(a, a.in[i], *a.in[0].shape, "per-channel operand"));
+  }
+  for (size_t i = 0; i < 2; ++i) HGP_TRY(checkShape(a, a.out[i], *a.in[0].shape, "result"));
+  const float *dscale = a.in[0].f32(), *dbias = a.in[1].f32(), *scale = a.in[2].f32(),
+              *var = a.in[3].f32();
+  float *dmean = a.out[0].f32(), *dvar = a.out[1].f32();
+  double eps = epsilonOf(a);
+  for (int64_t c = 0; c < a.in[0].numel(); ++c) {
+    double invstd = 1.0 / std::sqrt(double(var[c]) + eps), k = double(scale[c]) * invstd;
+    double dm = -k * double(dbias[c]), dv = -0.5 * k * invstd * double(dscale[c]);
+    dmean[c] = float(dm);
+    dvar[c] = float(dv);
+  }
+  return Status::ok();
+}
+
 Status execBnRunningUpdate(KernelArgs& a) {
   HGP_TRY(checkArity(a, 4, 5, 2, 2));
   for (size_t i = 0; i < 4; ++i) {

@@ -33,6 +33,7 @@
 // kernels are tied to steps); the records and the Chrome trace are written right after.
 #include "runtime/Backend.h"
 #include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/Nccl.h"
 #include "runtime/cuda/Profiler.h"
 #include "runtime/profile/ChromeTrace.h"
 #include "runtime/cuda/TuningCache.h"
@@ -42,6 +43,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <map>
 
 namespace hgp {
@@ -171,7 +173,17 @@ public:
     ctx_.deterministic = opts_.deterministic;
     ctx_.verbose = opts_.verbose;
     ctx_.tuning = &tuning_;
+    if (opts_.ranks > 1) {
+      if (!opts_.shareUniqueId) return Status(ErrorCode::Internal, "no rendezvous for the NCCL id");
+      HGP_ASSIGN_OR_RETURN(comm_, Communicator::create(opts_.rank, opts_.ranks, opts_.shareUniqueId));
+      ctx_.comm = comm_.get();
+    }
     return Status::ok();
+  }
+
+  Status collectiveError() override { return comm_ ? comm_->asyncError() : Status::ok(); }
+  void abortCollectives() override {
+    if (comm_) comm_->abort();
   }
 
   const char* name() const override { return "cuda"; }
@@ -318,6 +330,7 @@ private:
     CudaContext& c = l->ctx;
     c.device = ctx_.device;
     c.props = ctx_.props;
+    c.comm = ctx_.comm;
     c.deterministic = ctx_.deterministic;
     c.verbose = ctx_.verbose;
     c.allowTf32 = ctx_.allowTf32;
@@ -706,6 +719,7 @@ private:
   enum class ProfileState { Off, Pending, EagerPending, Done } profile_ = ProfileState::Off;
   std::unique_ptr<ActivityProfiler> profiler_;
   bool profilingEager_ = false; ///< enqueue() brackets each launch with a step correlation id.
+  std::unique_ptr<Communicator> comm_; ///< Data parallelism; null with one rank.
 };
 
 } // namespace

@@ -24,6 +24,7 @@
 namespace hgp::cuda {
 
 class TuningCache;
+class Communicator;
 
 /// A tensor on the device.
 struct DeviceTensor {
@@ -59,6 +60,8 @@ struct CudaContext {
   /// The most scratch memory one step may use, in bytes (the algorithm search respects it).
   size_t workspaceLimit = size_t(1) << 30;
   TuningCache* tuning = nullptr;
+  /// The data-parallel communicator (Nccl.h); null when the run has one rank.
+  Communicator* comm = nullptr;
 
   /// The shared scratch buffer; grows only outside capture (during a program's eager first run).
   void* workspace = nullptr;

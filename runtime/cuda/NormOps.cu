@@ -208,6 +208,17 @@ __global__ void runningUpdateKernel(int64_t n, const float* rm, const float* rv,
   }
 }
 
+__global__ void bnStatsGradKernel(int64_t n, const float* dscale, const float* dbias,
+                                  const float* scale, const float* var, double eps, float* dmean,
+                                  float* dvar) {
+  HGP_GRID_LOOP(c, n) {
+    double invstd = 1.0 / sqrt(double(var[c]) + eps), k = double(scale[c]) * invstd;
+    double dm = -k * double(dbias[c]), dv = -0.5 * k * invstd * double(dscale[c]);
+    dmean[c] = float(dm);
+    dvar[c] = float(dv);
+  }
+}
+
 struct LrnParams {
   int64_t size = 1, lo = 0, hi = 0; ///< The window is channels [c - lo, c + hi].
   double alpha = 1e-4, beta = 0.75, bias = 1.0;
@@ -352,6 +363,21 @@ Status execBnRunningUpdate(CudaArgs& a) {
       a.in.size() == 5 ? a.in[4].f32() : nullptr, momentum, varFactor, a.out[0].f32(),
       a.out[1].f32());
   return checkLaunch(a, "runningUpdateKernel");
+}
+
+Status execBnStatsGrad(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 4, 4, 2, 2));
+  for (size_t i = 0; i < 4; ++i) {
+    HGP_TRY(checkF32(a, a.in[i], "per-channel operand"));
+    if (a.in[i].rank() != 1) return a.fail("per-channel operands must be f32[C]");
+    HGP_TRY(checkShape(a, a.in[i], *a.in[0].shape, "per-channel operand"));
+  }
+  for (size_t i = 0; i < 2; ++i) HGP_TRY(checkShape(a, a.out[i], *a.in[0].shape, "result"));
+  int64_t n = a.in[0].numel();
+  bnStatsGradKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(
+      n, a.in[0].f32(), a.in[1].f32(), a.in[2].f32(), a.in[3].f32(),
+      a.attrs().getFloat("epsilon", 1e-5), a.out[0].f32(), a.out[1].f32());
+  return checkLaunch(a, "bnStatsGradKernel");
 }
 
 Status execLRN(CudaArgs& a) {

@@ -26,10 +26,10 @@ std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t 
 }
 
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
-                         bool dropLast, int64_t epoch, int64_t index)
+                         bool dropLast, int64_t epoch, int64_t index, int rank, int ranks)
     : data_(data), batch_(batch), shuffle_(shuffle), dropLast_(dropLast), seed_(seed),
-      epoch_(epoch), index_(index) {
-  perEpoch_ = dropLast ? data.size() / batch : (data.size() + batch - 1) / batch;
+      epoch_(epoch), index_(index), rank_(dropLast ? rank : 0), ranks_(dropLast ? ranks : 1) {
+  perEpoch_ = dropLast ? data.size() / (batch * ranks_) : (data.size() + batch - 1) / batch;
   // Batches of a few megabytes or more are filled by several threads.
   if (batch * numElements(data.sampleShape()) * int64_t(sizeof(float)) >= (int64_t(4) << 20))
     pool_ = std::make_unique<ThreadPool>(std::min(4u, std::max(1u, std::thread::hardware_concurrency() / 2)));
@@ -51,7 +51,7 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   b.index = index;
   b.images.resize(size_t(batch_ * per));
   b.labels.resize(size_t(batch_));
-  int64_t first = index * batch_;
+  int64_t first = (index * ranks_ + rank_) * batch_;
   b.valid = std::min(batch_, data_.size() - first);
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

@@ -5,7 +5,10 @@
 // with shuffling, epoch e uses a permutation drawn from (seed, e) by a portable generator, so a
 // resumed run sees exactly the batches the uninterrupted run would have. Training drops the
 // last partial batch (every step has the compiled batch size); evaluation pads it and reports
-// how many rows are real. Batches are recycled: fresh memory costs a page fault per 4 KiB, which
+// how many rows are real. Data parallelism (docs/distributed.md): with `ranks` > 1, batch k of
+// rank r is rows (k * ranks + r) * batch ... + batch of the epoch's order, so the ranks read
+// disjoint shards whose union, step by step, is the global batch a single process with batch
+// `batch * ranks` would read. Batches are recycled: fresh memory costs a page fault per 4 KiB, which
 // on a large batch (77 MB for ResNet at 224x224, batch 128) takes longer than the GPU step.
 #pragma once
 
@@ -29,9 +32,10 @@ struct Batch {
 
 class BatchLoader {
 public:
-  /// `dropLast`: training mode (full batches only). Starts producing at (epoch, index).
+  /// `dropLast`: training mode (full batches only). Starts producing at (epoch, index). This
+  /// loader reads rank `rank`'s shard of `ranks` (training mode only).
   BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed, bool dropLast,
-              int64_t epoch = 0, int64_t index = 0);
+              int64_t epoch = 0, int64_t index = 0, int rank = 0, int ranks = 1);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -51,6 +55,7 @@ private:
   bool shuffle_, dropLast_;
   uint64_t seed_;
   int64_t epoch_, index_;
+  int rank_, ranks_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Batch>> ready_, free_;

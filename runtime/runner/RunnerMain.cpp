@@ -4,11 +4,15 @@
 //       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
 //       [--deterministic] [--max-nonfinite N] [--op-times FILE] [--profile FILE]
-//       [--trace FILE.json]
+//       [--trace FILE.json] [--gpus N] [--rendezvous DIR] [--timeout SECONDS]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
-// 7 diverged, 8 out of memory (docs/exit-codes.md).
+// 7 diverged, 8 out of memory, 9 peer rank failed (docs/exit-codes.md).
+#include "runtime/runner/Launcher.h"
 #include "runtime/runner/Trainer.h"
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <CLI/CLI.hpp>
 
@@ -53,6 +57,15 @@ int main(int argc, char** argv) {
   app.add_option("--normalize", o.normalize,
                  "standardize pixels: MEAN,STD, or per channel M1,M2,M3,S1,S2,S3")
       ->delimiter(',');
+  int gpus = 1;
+  app.add_option("--gpus", gpus, "data parallel on N local GPUs, one process each (the "
+                                 "executable must be compiled with --ranks; docs/distributed.md)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--rendezvous", o.rendezvous,
+                 "mpirun: a directory every rank can read, where rank 0 leaves the NCCL id");
+  app.add_option("--timeout", o.timeout,
+                 "data parallel: seconds without progress before a rank declares a peer failed")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
     if (o.epochs <= 0 && o.steps <= 0)
@@ -68,5 +81,13 @@ int main(int argc, char** argv) {
                                                             {"none", ProgressMode::None}};
   o.progress = modes.at(progress);
   if (seedOpt->count()) o.seed = seed;
+  // The parent of a local launch only starts, watches and stops the ranks.
+  if (gpus > 1 && (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"))) {
+    std::fprintf(stderr, "error: usage error: --gpus starts ranks itself; under mpirun, start one "
+                         "process per GPU instead (docs/distributed.md)\n");
+    return exitCodeFor(ErrorCode::Usage);
+  }
+  if (gpus > 1 && !std::getenv("HGPC_RANK"))
+    return launchLocalRanks("/proc/self/exe", argsWithoutGpus(argc, argv), gpus);
   return runTrainer("/proc/self/exe", o);
 }

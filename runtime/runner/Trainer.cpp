@@ -5,6 +5,7 @@
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Checkpoint.h"
 #include "runtime/runner/Devices.h"
+#include "runtime/runner/Distributed.h"
 #include "runtime/runner/MetricsLog.h"
 
 #include <cerrno>
@@ -22,8 +23,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// "rank R: " in a data-parallel run, so that every error names its rank.
+std::string gRankPrefix;
+
 int fail(const Status& st) {
-  std::fprintf(stderr, "error: %s\n", st.toString().c_str());
+  std::fprintf(stderr, "error: %s%s\n", gRankPrefix.c_str(), st.toString().c_str());
   return exitCodeFor(st.code());
 }
 
@@ -47,13 +51,39 @@ public:
     bo.eager = opt_.eager;
     bo.verbose = opt_.verbose;
     bo.opTimes = opt_.opTimes;
+    HGP_ASSIGN_OR_RETURN(ranks_, detectRankEnv(opt_.rendezvous));
+    std::string device = opt_.device;
+    if (ranks_.ranks > 1) {
+      gRankPrefix = "rank " + std::to_string(ranks_.rank) + ": ";
+      lead_ = ranks_.rank == 0;
+      quiet_ = !lead_ && !opt_.verbose;
+      HGP_TRY(checkDataParallelPlan());
+      if (device == "cpu")
+        return Status(ErrorCode::Usage, "data-parallel training runs on GPUs; --device cpu is one rank");
+      device = "cuda";
+      bo.device = ranks_.localRank;
+      bo.rank = ranks_.rank;
+      bo.ranks = ranks_.ranks;
+      RankEnv env = ranks_;
+      double timeout = opt_.timeout;
+      bo.shareUniqueId = [env, timeout](std::string& id) { return shareThroughFile(env, id, timeout); };
+    }
     bo.profile = opt_.profile;
     bo.trace = opt_.trace;
-    HGP_ASSIGN_OR_RETURN(backend_, selectBackend(opt_.device, bo));
+    HGP_ASSIGN_OR_RETURN(backend_, selectBackend(device, bo));
     if ((!opt_.profile.empty() || !opt_.trace.empty()) && std::string(backend_->name()) != "cuda")
       return Status(ErrorCode::Device, "--profile and --trace record GPU kernels and need the CUDA "
                                        "backend; this run is on the " +
                                            std::string(backend_->name()) + " backend");
+    if (ranks_.ranks > 1) {
+      removeRendezvousFile(ranks_);
+      watchdog_ = std::make_unique<Watchdog>(*backend_, ranks_.rank, opt_.timeout);
+      if (lead_)
+        std::fprintf(stderr, "data parallel: %d ranks (%s launch), global batch %lld x %d\n",
+                     ranks_.ranks, ranks_.launcher.c_str(),
+                     (long long)plan_.tensors[size_t(plan_.binding("input"))].type.shape[0],
+                     ranks_.ranks);
+    }
     if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
     HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
 
@@ -78,17 +108,17 @@ public:
     if (!opt_.eval.empty()) {
       HGP_ASSIGN_OR_RETURN(eval_, openDataset(opt_.eval, Split::Test, req));
     }
-    if (!opt_.metrics.empty()) {
+    if (!opt_.metrics.empty() && lead_) {
       HGP_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(opt_.metrics));
     }
-    if (!opt_.checkpointDir.empty()) {
+    if (!opt_.checkpointDir.empty() && lead_) {
       std::error_code ec;
       std::filesystem::create_directories(opt_.checkpointDir, ec);
       if (ec) return Status(ErrorCode::Io, "cannot create '" + opt_.checkpointDir + "': " + ec.message());
     }
     if (!opt_.resume.empty()) {
       HGP_ASSIGN_OR_RETURN(pos_, readCheckpoint(opt_.resume, plan_, fingerprint_, *backend_));
-      std::fprintf(stderr, "resuming at step %lld (epoch %lld, batch %lld) from %s\n",
+      if (!quiet_) std::fprintf(stderr, "resuming at step %lld (epoch %lld, batch %lld) from %s\n",
                    (long long)pos_.step, (long long)pos_.epoch + 1, (long long)pos_.batch,
                    opt_.resume.c_str());
     }
@@ -99,16 +129,18 @@ public:
   /// Trains; returns the exit code.
   int train() {
     uint64_t seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
-    BatchLoader loader(*train_, batch_, opt_.shuffle, seed, /*dropLast=*/true, pos_.epoch, pos_.batch);
+    BatchLoader loader(*train_, batch_, opt_.shuffle, seed, /*dropLast=*/true, pos_.epoch, pos_.batch,
+                       ranks_.rank, ranks_.ranks);
     int64_t perEpoch = loader.batchesPerEpoch();
+    if (perEpoch == 0) return fail(Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one global batch"));
     int64_t total = opt_.steps > 0 ? opt_.steps : opt_.epochs * perEpoch - pos_.batch;
-    std::fprintf(stderr, "training %s on %s: %lld steps of batch %lld (%lld per epoch) on %s\n",
+    if (!quiet_) std::fprintf(stderr, "training %s on %s: %lld steps of batch %lld (%lld per epoch) on %s\n",
                  plan_.modelName.c_str(), train_->describe().c_str(), (long long)total,
                  (long long)batch_, (long long)perEpoch, backend_->name());
     if ((!opt_.profile.empty() || !opt_.trace.empty()) && total < 3)
       return fail(Status(ErrorCode::Usage, "--profile and --trace record the third training step "
                                            "(after warm-up); train at least 3 steps"));
-    progress_ = std::make_unique<Progress>(opt_.progress, total);
+    progress_ = std::make_unique<Progress>(lead_ ? opt_.progress : ProgressMode::None, total);
     reported_ = startStep_ = pos_.step;
     int input = plan_.binding("input"), labels = plan_.binding("labels");
     windowStart_ = Clock::now();
@@ -131,6 +163,7 @@ public:
       }
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
+      if (watchdog_) watchdog_->beat();
       int64_t batchEpoch = b->epoch, batchIndex = b->index;
       loader.recycle(std::move(b));
       ++pos_.step;
@@ -148,17 +181,23 @@ public:
       }
     }
     progress_->finish();
+    // No collective follows the last step, and ranks that finish first close their connections,
+    // which NCCL may report to the others as an error: stop watching.
+    watchdog_.reset();
     double secs = std::chrono::duration<double>(Clock::now() - runStart).count();
-    std::fprintf(stderr, "trained %lld steps in %.1f s (%.0f images/s)\n", (long long)total, secs,
-                 double(total * batch_) / std::max(secs, 1e-9));
+    if (!quiet_)
+      std::fprintf(stderr, "%strained %lld steps in %.1f s (%.0f images/s%s)\n",
+                   gRankPrefix.c_str(), (long long)total, secs,
+                   double(total * batch_ * ranks_.ranks) / std::max(secs, 1e-9),
+                   ranks_.ranks > 1 ? (" over " + std::to_string(ranks_.ranks) + " GPUs").c_str() : "");
     if (opt_.verbose && backend_->deviceMemoryBytes() > 0)
       std::fprintf(stderr, "%s: device memory %.1f MiB\n", backend_->name(),
                    double(backend_->deviceMemoryBytes()) / (1 << 20));
     if (eval_ && !evaluatedAtStep(pos_.step))
       if (int code = evaluate(pos_.epoch); code != 0) return code;
-    if (!opt_.checkpointDir.empty() && lastCheckpointStep_ != pos_.step)
+    if (!opt_.checkpointDir.empty() && lead_ && lastCheckpointStep_ != pos_.step)
       if (Status st = checkpoint(); !st) return fail(st);
-    if (!opt_.save.empty()) {
+    if (!opt_.save.empty() && lead_) {
       if (Status st = saveOnnx(opt_.save); !st) return fail(st);
       std::fprintf(stderr, "saved the trained model to %s\n", opt_.save.c_str());
     }
@@ -186,7 +225,7 @@ private:
     auto now = Clock::now();
     double secs = std::chrono::duration<double>(now - windowStart_).count();
     int64_t steps = pos_.step - reported_;
-    double ips = double(steps * batch_) / std::max(secs, 1e-9);
+    double ips = double(steps * batch_ * ranks_.ranks) / std::max(secs, 1e-9);
     windowStart_ = now;
     int64_t k = int64_t(ring_.size() / 4);
     for (int64_t s = reported_; s < pos_.step; ++s) {
@@ -197,7 +236,7 @@ private:
       lastLoss_ = loss;
       if (ok == 0) {
         ++nonFinite_;
-        progress_->note("step " + std::to_string(s + 1) + ": non-finite loss or gradients; the "
+        note("step " + std::to_string(s + 1) + ": non-finite loss or gradients; the "
                         "update was skipped (" + std::to_string(nonFinite_) + " in a row)");
         if (nonFinite_ >= opt_.maxNonFinite) return diverged();
       } else {
@@ -212,6 +251,8 @@ private:
 
   int diverged() {
     progress_->finish();
+    // Every rank sees the same averaged loss and gradients, so all stop here; rank 0 saves.
+    if (!lead_) return exitCodeFor(ErrorCode::Diverged);
     std::string dir = opt_.checkpointDir.empty() ? "." : opt_.checkpointDir;
     std::string path = (std::filesystem::path(dir) / "checkpoint.hgpc").string();
     Status st = writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_);
@@ -226,7 +267,7 @@ private:
   int endOfEpoch(int64_t epoch) {
     if (eval_)
       if (int code = evaluate(epoch); code != 0) return code;
-    if (!opt_.checkpointDir.empty())
+    if (!opt_.checkpointDir.empty() && lead_)
       if (Status st = checkpoint(); !st) return fail(st);
     return 0;
   }
@@ -248,6 +289,7 @@ private:
       if (st) st = backend_->write(labels, b->labels.data());
       if (st) st = backend_->run("eval");
       if (!st) return fail(std::move(st).withContext("evaluation"));
+      if (watchdog_) watchdog_->beat();
       if (b->valid == batch_) {
         float l = 0, c = 0;
         if (!(st = backend_->read(lossT, &l)) || !(st = backend_->read(correctT, &c))) return fail(st);
@@ -276,7 +318,7 @@ private:
     std::snprintf(msg, sizeof msg, "eval after epoch %lld (step %lld): accuracy %.2f%% (%lld/%lld), loss %.4f",
                   (long long)epoch + 1, (long long)pos_.step, 100 * acc, (long long)correct,
                   (long long)n, loss);
-    progress_->note(msg);
+    note(msg);
     if (metrics_) metrics_->eval(pos_.step, epoch, loss, acc);
     return 0;
   }
@@ -320,11 +362,37 @@ private:
     return st;
   }
 
+  /// A line between progress updates; other ranks print only with --verbose, naming the rank.
+  void note(const std::string& message) {
+    if (!quiet_) progress_->note(lead_ ? message : gRankPrefix + message);
+  }
+
+  /// A plan for one GPU has no all-reduce: its ranks would train separate models.
+  Status checkDataParallelPlan() {
+    const PlanProgram* train = plan_.findProgram("train");
+    bool collectives = false;
+    for (const PlanStep& s : train->steps) collectives |= s.op == OpKind::AllReduce;
+    if (!collectives)
+      return Status(ErrorCode::Usage, "this executable was compiled for one GPU and cannot train "
+                                      "on " + std::to_string(ranks_.ranks) + "; compile it with "
+                                      "hgpc compile --ranks " + std::to_string(ranks_.ranks));
+    int64_t planned = plan_.meta.getInt("ranks", 1);
+    if (planned != ranks_.ranks && lead_)
+      std::fprintf(stderr, "note: compiled for %lld ranks, running on %d (the buckets are the "
+                   "same; only the cost model's prediction differs)\n", (long long)planned,
+                   ranks_.ranks);
+    return Status::ok();
+  }
+
   const RunOptions& opt_;
+  RankEnv ranks_;
+  bool lead_ = true;   ///< Rank 0 (or the only rank): writes checkpoints, metrics, --save.
+  bool quiet_ = false; ///< Another rank without --verbose: errors only.
   MappedBundle bundle_;
   Plan plan_;
   uint64_t fingerprint_ = 0;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Watchdog> watchdog_; ///< Declared after backend_: stops before it goes.
   std::vector<uint8_t> fileBytes_;
   std::unique_ptr<Dataset> train_, eval_;
   std::unique_ptr<MetricsLog> metrics_;

@@ -34,6 +34,10 @@ struct RunOptions {
   std::string trace;            ///< GPU: one step as a Chrome trace (JSON) to this file.
   /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
   std::vector<float> normalize;
+  /// Data parallelism (docs/distributed.md): the rendezvous directory for MPI launches, and how
+  /// long a rank waits for progress before it declares a peer failed.
+  std::string rendezvous;
+  double timeout = 600;
 };
 
 /// Runs the executable `exePath` (normally /proc/self/exe) and returns the process exit code.

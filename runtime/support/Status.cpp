@@ -16,6 +16,7 @@ const char* errorCodeName(ErrorCode c) {
   case ErrorCode::Device: return "device error";
   case ErrorCode::Diverged: return "training diverged";
   case ErrorCode::OutOfMemory: return "out of memory";
+  case ErrorCode::PeerFailed: return "peer rank failed";
   }
   return "error";
 }

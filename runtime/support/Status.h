@@ -26,6 +26,7 @@ enum class ErrorCode : int {
   Device = 6,       ///< The GPU or a GPU library reported an error.
   Diverged = 7,     ///< Training stopped after too many non-finite steps in a row.
   OutOfMemory = 8,  ///< The memory plan does not fit the device.
+  PeerFailed = 9,   ///< Data parallelism: another rank failed, went away or stopped progressing.
 };
 
 /// The process exit code for an error category.

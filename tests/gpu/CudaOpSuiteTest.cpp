@@ -500,6 +500,45 @@ TEST(CudaOpSuite, DropoutMaskIsTheCpuMask) {
     }
 }
 
+/// The gradients of an inference-mode BatchNorm's statistics (--sync-bn), against the CPU.
+TEST(CudaOpSuite, BnStatsGrad) {
+  HGP_REQUIRE_CUDA();
+  Graph g("bnstatsgrad");
+  std::vector<Value*> ps;
+  for (int i = 0; i < 4; ++i) ps.push_back(addValue(g, "p" + std::to_string(i), TensorRole::Param, f32({37})));
+  // var must be positive: square it.
+  Value* var = op1(g, OpKind::Mul, {ps[3], ps[3]});
+  Node* n = addNode(g, OpKind::BnStatsGrad, {ps[0], ps[1], ps[2], var}, attrs({{"epsilon", 1e-5}}));
+  ASSERT_NE(n, nullptr);
+  auto e = emit(g, bindOutputs(g, n->outputs()));
+  ASSERT_TRUE(e.has_value());
+  runAndCompare(*e);
+}
+
+// ---- Collectives ---------------------------------------------------------------------------
+
+/// On one rank (no communicator) an all-reduce bucket copies each operand to its result, in
+/// eager and graph mode; the 2-GPU NCCL path is tests/gpu/dp_equivalence.sh.
+TEST(CudaOpSuite, AllReduceOnOneRankIsTheIdentity) {
+  HGP_REQUIRE_CUDA();
+  Graph g("allreduce");
+  std::vector<Value*> ins;
+  for (Shape s : {Shape{3, 5}, Shape{}, Shape{1000}})
+    ins.push_back(addValue(g, "p" + std::to_string(ins.size()), TensorRole::Param, f32(s)));
+  // Operands that are results of other steps, as gradients are, so the bucket copies them.
+  std::vector<Value*> local;
+  for (Value* v : ins) local.push_back(op1(g, OpKind::Scale, {v}, attrs({{"alpha", 2.0}})));
+  Node* n = addNode(g, OpKind::AllReduce, local,
+                    attrs({{"reduce", std::string("avg")}, {"ranks", int64_t(2)}, {"bucket", int64_t(0)}}),
+                    int(local.size()));
+  ASSERT_NE(n, nullptr);
+  auto e = emit(g, bindOutputs(g, n->outputs()));
+  ASSERT_TRUE(e.has_value());
+  RunSpec spec;
+  spec.tol = 0;
+  runAndCompare(*e, spec);
+}
+
 // ---- Losses --------------------------------------------------------------------------------
 
 Feeder labelFeed(int64_t classes) {

@@ -4,9 +4,10 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance zoo determinism streams convergence bench (default: all).
+# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp (default: all).
 # Also: profile (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default
-# list, since it returns two more files).
+# list, since it returns two more files). dp (data parallelism, docs/distributed.md) needs 2 GPUs
+# (kind nvidia-h200-x2) and skips otherwise.
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
@@ -41,7 +42,7 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance zoo determinism streams convergence bench}
+stages=${*:-info gpu conformance zoo determinism streams convergence bench dp}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
 work=$(mktemp -d)
@@ -159,6 +160,31 @@ PY
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
       --hgpc "$(command -v hgpc)" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
     note "bench: exit $?"
+    ;;
+  dp)
+    hgp_gpu_tests --gtest_filter='CudaCollective*:*AllReduce*' > "$OUT/dp_collective.log" 2>&1
+    note "dp NCCL all-reduce on 2 GPUs (eager and graph): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/dp_collective.log" | tr '\n' ' ')"
+    tests/gpu/dp_equivalence.sh "$(command -v hgpc)" "$fm" > "$OUT/dp.log" 2>&1
+    note "dp equivalence, LeNet-5 2 GPUs x 32 vs 1 GPU x 64, 5 steps: exit $? $(grep -E 'relative|PASSED|FAILED|skipped' "$OUT/dp.log" | tr '\n' ' ')"
+    if [[ $(nvidia-smi -L | grep -c '^GPU') -ge 2 ]]; then
+      # A rank that dies must stop the run with its rank named, not hang.
+      hgpc compile samples/lenet5.onnx -o "$work/l5dp" --batch 64 --ranks 2 --optimizer sgd --lr 0.05 >/dev/null 2>&1
+      "$work/l5dp" --data "fashion-mnist:$fm" --epochs 50 --gpus 2 --device cuda --progress none \
+        --checkpoint-dir "$work/ckdp" > "$work/dpkill.log" 2>&1 &
+      parent=$!
+      sleep 25
+      kill -9 "$(pgrep -P $parent | tail -1)"
+      wait $parent
+      note "dp: killing rank 1 -> parent exit $? (want 9): $(grep -a 'rank' "$work/dpkill.log" | head -3 | tr '\n' ' ')"
+      # Convergence: ResNet-18 28x28, 2 GPUs x 64 (global 128, the 1-GPU run's hyperparameters).
+      python3 samples/make_resnet18_28.py "$work/r18dp.onnx" > /dev/null 2>&1
+      hgpc compile "$work/r18dp.onnx" -o "$work/r18dp" --batch 64 --ranks 2 --optimizer sgd --lr 0.1 \
+        --momentum 0.9 --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$work/r18dp.log" 2>&1
+      /usr/bin/time -f "%e s" "$work/r18dp" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
+        --normalize 0.2860,0.3530 --gpus 2 --progress plain >> "$work/r18dp.log" 2>&1
+      note "dp convergence ResNet-18 28x28 10 epochs on 2 GPUs: $(grep 'eval after epoch 10' "$work/r18dp.log") ($(tail -1 "$work/r18dp.log"))"
+      cat "$work/r18dp.log" "$work/dpkill.log" >> "$OUT/dp.log"
+    fi
     ;;
   esac
   echo "stage $stage: $(( $(date +%s) - start )) s" >> "$summary"

@@ -36,6 +36,10 @@ done
 check lenet5.h200.b32.split2x2 "$root/samples/lenet5.onnx" h200 32 --split-width 2 --pipeline-depth 2
 check resnet18_28.h200.b32.split2x2 "$work/resnet18_28.onnx" h200 32 --split-width 2 --pipeline-depth 2
 check lenet5.h200.b32.plain "$root/samples/lenet5.onnx" h200 32 --max-streams 1 --no-split --no-pipeline
+# Data parallelism over 2 ranks (docs/distributed.md): the all-reduce buckets, their stream and
+# predicted time; LeNet-5 with a small bucket cap, so that it has several buckets.
+check "lenet5.h200.b32.ranks2" "$root/samples/lenet5.onnx" h200 32 --ranks 2 --bucket-mb 0.05
+check "resnet18_28.h200.b32.ranks2" "$work/resnet18_28.onnx" h200 32 --ranks 2
 # The DOT form draws the same schedule: one edge per reduced dependency, the events in red.
 dot="$work/lenet5.dot"
 "$hgpc" plan "$root/samples/lenet5.onnx" --target h200 --batch 32 "${opts[@]}" --emit dot > "$dot"

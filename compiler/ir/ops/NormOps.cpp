@@ -65,6 +65,16 @@ Status inferBnRunningUpdate(InferContext& ctx) {
   return Status::ok();
 }
 
+Status inferBnStatsGrad(InferContext& ctx) {
+  for (size_t i = 0; i < 4; ++i) {
+    HGP_TRY(requireF32(ctx, i, "per-channel operand"));
+    if (ctx.in(i).rank() != 1 || ctx.in(i) != ctx.in(0))
+      return ctx.fail("dscale, dbias, scale and var must all be the same f32[C]");
+  }
+  ctx.outputs = {ctx.in(0), ctx.in(0)};
+  return Status::ok();
+}
+
 Status inferLRN(InferContext& ctx) {
   HGP_TRY(requireF32(ctx, 0, "input"));
   if (ctx.in(0).rank() < 3) return ctx.fail("LRN needs an input of rank 3 or more");
