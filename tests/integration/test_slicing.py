@@ -22,6 +22,7 @@ import os
 import random
 import struct
 import subprocess
+import sys
 import unittest
 
 import numpy
