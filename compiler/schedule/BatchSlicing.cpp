@@ -1,5 +1,6 @@
 #include "compiler/schedule/BatchSlicing.h"
 
+#include "compiler/schedule/ByteRanges.h"
 #include "compiler/schedule/SplitWidth.h"
 #include "compiler/schedule/StreamSchedule.h"
 
@@ -49,32 +50,12 @@ bool rowsOf(const PlanTensor& t, int64_t batch) {
   return !t.type.shape.empty() && t.type.shape[0] == batch && t.storage == StorageClass::Transient;
 }
 
-struct Range {
-  bool persistent;
-  int64_t lo, hi;
-};
-
-bool overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
-  for (const Range& x : a)
-    for (const Range& y : b)
-      if (x.persistent == y.persistent && x.lo < y.hi && y.lo < x.hi) return true;
-  return false;
-}
-
-void addRanges(const Plan& plan, const std::vector<int>& tensors, std::vector<Range>& out) {
-  for (int t : tensors) {
-    const PlanTensor& pt = plan.tensors[size_t(t)];
-    if (pt.bytes() > 0)
-      out.push_back({pt.storage == StorageClass::Persistent, pt.offset, pt.offset + pt.bytes()});
-  }
-}
-
 /// A step in the layer-by-layer order, with the bytes it touches.
 struct Node {
   PlanStep step;
   StepSlicing info;
   int member = 0;
-  std::vector<Range> inputs, reads, writes; ///< reads: inputs plus an accumulated result
+  std::vector<ByteRange> inputs, reads, writes; ///< reads: inputs plus an accumulated result
 };
 
 /// A stretch of the program: steps the transformation leaves alone (`sliced` empty), or one run
@@ -198,11 +179,11 @@ private:
 
   /// Whether two whole steps must keep their order: one writes bytes the other reads or writes.
   bool conflict(const PlanStep& a, const PlanStep& b) const {
-    std::vector<Range> ra, wa, rb, wb;
-    addRanges(plan_, a.inputs, ra);
-    addRanges(plan_, a.outputs, wa);
-    addRanges(plan_, b.inputs, rb);
-    addRanges(plan_, b.outputs, wb);
+    std::vector<ByteRange> ra, wa, rb, wb;
+    appendByteRanges(plan_, a.inputs, ra);
+    appendByteRanges(plan_, a.outputs, wa);
+    appendByteRanges(plan_, b.inputs, rb);
+    appendByteRanges(plan_, b.outputs, wb);
     return overlap(ra, wb) || overlap(wa, rb) || overlap(wa, wb);
   }
 
@@ -259,10 +240,10 @@ private:
 
   Node node(const PlanStep& s, StepSlicing info, int member, bool accumulates) const {
     Node n{s, info, member, {}, {}, {}};
-    addRanges(plan_, s.inputs, n.inputs);
+    appendByteRanges(plan_, s.inputs, n.inputs);
     n.reads = n.inputs;
-    addRanges(plan_, s.outputs, n.writes);
-    if (accumulates && s.attrs.getInt("accumulate", 0)) addRanges(plan_, s.outputs, n.reads);
+    appendByteRanges(plan_, s.outputs, n.writes);
+    if (accumulates && s.attrs.getInt("accumulate", 0)) appendByteRanges(plan_, s.outputs, n.reads);
     return n;
   }
 

@@ -1,33 +1,13 @@
 #include "compiler/schedule/StreamSchedule.h"
 
+#include "compiler/schedule/ByteRanges.h"
+
 #include <algorithm>
 #include <cstdint>
 
 namespace hgp {
 
 namespace {
-
-struct Range {
-  bool persistent;
-  int64_t lo, hi;
-};
-
-bool overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
-  for (const Range& x : a)
-    for (const Range& y : b)
-      if (x.persistent == y.persistent && x.lo < y.hi && y.lo < x.hi) return true;
-  return false;
-}
-
-std::vector<Range> ranges(const Plan& plan, const std::vector<int>& tensors) {
-  std::vector<Range> out;
-  for (int t : tensors) {
-    const PlanTensor& pt = plan.tensors[size_t(t)];
-    if (pt.bytes() > 0)
-      out.push_back({pt.storage == StorageClass::Persistent, pt.offset, pt.offset + pt.bytes()});
-  }
-  return out;
-}
 
 /// A set of step indices.
 struct Bits {
@@ -54,10 +34,10 @@ bool sameUpdateLaunch(const PlanStep& a, const PlanStep& b) {
 std::vector<std::vector<int>> reducedDependencies(const Plan& plan, const PlanProgram& program,
                                                   size_t* allEdges) {
   size_t n = program.steps.size();
-  std::vector<std::vector<Range>> reads(n), writes(n);
+  std::vector<std::vector<ByteRange>> reads(n), writes(n);
   for (size_t i = 0; i < n; ++i) {
-    reads[i] = ranges(plan, program.steps[i].inputs);
-    writes[i] = ranges(plan, program.steps[i].outputs);
+    reads[i] = byteRanges(plan, program.steps[i].inputs);
+    writes[i] = byteRanges(plan, program.steps[i].outputs);
   }
   std::vector<std::vector<int>> reduced(n);
   std::vector<Bits> reach(n, Bits(n));

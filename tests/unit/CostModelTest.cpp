@@ -9,22 +9,7 @@
 namespace hgp {
 namespace {
 
-/// 10 SMs of 64 K registers, 100 KiB shared memory, 2048 threads and 32 blocks; 1 TB/s; 10 and
-/// 100 TFLOP/s for FP32 and TF32; 1 us per launch.
-Target fakeTarget() {
-  Target t;
-  t.name = "fake";
-  t.sms = 10;
-  t.regsPerSm = 65536;
-  t.smemPerSm = 100 << 10;
-  t.maxThreadsPerSm = 2048;
-  t.maxBlocksPerSm = 32;
-  t.memBandwidth = 1e12;
-  t.fp32 = 10e12;
-  t.tf32 = 100e12;
-  t.launchSeconds = 1e-6;
-  return t;
-}
+using test::fakeTarget;
 
 LaunchShape shape(int64_t blocks, int threads, int regs, int64_t smem) {
   LaunchShape k;

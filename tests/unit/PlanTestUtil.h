@@ -1,6 +1,7 @@
-// PlanTestUtil.h - hand-built plans for the analysis tests.
+// PlanTestUtil.h - hand-built plans and a fake target for the analysis tests.
 #pragma once
 
+#include "compiler/target/Target.h"
 #include "runtime/plan/Plan.h"
 
 #include <vector>
@@ -19,6 +20,23 @@ inline Plan planOf(const std::vector<Shape>& shapes, const std::vector<int64_t>&
     p.tensors.push_back(t);
   }
   return p;
+}
+
+/// 10 SMs of 64 K registers, 100 KiB shared memory, 2048 threads and 32 blocks; 1 TB/s; 10 and
+/// 100 TFLOP/s for FP32 and TF32; 1 us per launch: round numbers for worked-out answers.
+inline Target fakeTarget() {
+  Target t;
+  t.name = "fake";
+  t.sms = 10;
+  t.regsPerSm = 65536;
+  t.smemPerSm = 100 << 10;
+  t.maxThreadsPerSm = 2048;
+  t.maxBlocksPerSm = 32;
+  t.memBandwidth = 1e12;
+  t.fp32 = 10e12;
+  t.tf32 = 100e12;
+  t.launchSeconds = 1e-6;
+  return t;
 }
 
 inline PlanStep step(OpKind op, std::vector<int> in, std::vector<int> out) {

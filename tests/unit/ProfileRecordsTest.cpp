@@ -146,20 +146,7 @@ TEST(ProfileRecords, MeasureGroupsByStep) {
   EXPECT_DOUBLE_EQ(m.steps[3].launches, 0.5);
 }
 
-Target fakeTarget() {
-  Target t;
-  t.name = "fake";
-  t.sms = 10;
-  t.regsPerSm = 65536;
-  t.smemPerSm = 100 << 10;
-  t.maxThreadsPerSm = 2048;
-  t.maxBlocksPerSm = 32;
-  t.memBandwidth = 1e12;
-  t.fp32 = 10e12;
-  t.tf32 = 100e12;
-  t.launchSeconds = 1e-6;
-  return t;
-}
+using test::fakeTarget;
 
 TEST(ProfileRecords, CostModelTakesMeasuredTimesAndShapes) {
   Target t = fakeTarget();
