@@ -203,6 +203,36 @@ TEST(DataParallel, PlanTextRoundTrips) {
   EXPECT_EQ(printPlan(*back), text);
 }
 
+/// What `steps` training steps on the CPU backend produced: the loss of each, and the named
+/// tensors afterwards. The same batch is fed every step.
+struct CpuRun {
+  std::vector<float> losses;
+  std::map<std::string, std::vector<float>> tensors;
+};
+
+void trainOnCpu(const Compiled& c, const std::vector<float>& x, const std::vector<int64_t>& labels,
+                int steps, std::initializer_list<const char*> names, CpuRun& out) {
+  const Plan& plan = c.emitted.plan;
+  auto b = createCpuBackend();
+  ASSERT_TRUE(b->load(plan, InitData{c.emitted.data, {}}).isOk());
+  for (int step = 0; step < steps; ++step) {
+    ASSERT_TRUE(b->write(plan.binding("input"), x.data()).isOk());
+    ASSERT_TRUE(b->write(plan.binding("labels"), labels.data()).isOk());
+    Status st = b->run("train");
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    float loss = 0;
+    ASSERT_TRUE(b->read(plan.binding("loss"), &loss).isOk());
+    out.losses.push_back(loss);
+  }
+  for (const char* n : names) {
+    int t = plan.findTensor(n);
+    ASSERT_GE(t, 0) << n;
+    std::vector<float> v(size_t(plan.tensors[size_t(t)].type.numElements()));
+    ASSERT_TRUE(b->read(t, v.data()).isOk());
+    out.tensors[n] = v;
+  }
+}
+
 /// The CPU backend is one rank, where the mean over ranks is the identity: a plan for 2 ranks
 /// must train exactly like the plan for 1.
 TEST(DataParallel, OnOneRankTheTwoRankPlanTrainsLikeTheOneRankPlan) {
@@ -210,32 +240,12 @@ TEST(DataParallel, OnOneRankTheTwoRankPlanTrainsLikeTheOneRankPlan) {
   std::vector<float> x(32);
   std::vector<int64_t> labels = {1, 7, 3, 0};
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 11) - 5) / 5.f;
-  std::map<std::string, std::vector<float>> weights[2];
-  std::vector<float> losses[2];
-  Compiled* cs[2] = {&one, &two};
-  for (int k = 0; k < 2; ++k) {
-    const Plan& plan = cs[k]->emitted.plan;
-    auto b = createCpuBackend();
-    ASSERT_TRUE(b->load(plan, InitData{cs[k]->emitted.data, {}}).isOk());
-    for (int step = 0; step < 3; ++step) {
-      ASSERT_TRUE(b->write(plan.binding("input"), x.data()).isOk());
-      ASSERT_TRUE(b->write(plan.binding("labels"), labels.data()).isOk());
-      Status st = b->run("train");
-      ASSERT_TRUE(st.isOk()) << st.toString();
-      float loss = 0;
-      ASSERT_TRUE(b->read(plan.binding("loss"), &loss).isOk());
-      losses[k].push_back(loss);
-    }
-    for (const char* w : {"w1", "b1", "w2", "b2"}) {
-      int t = plan.findTensor(w);
-      std::vector<float> v(size_t(plan.tensors[size_t(t)].type.numElements()));
-      ASSERT_TRUE(b->read(t, v.data()).isOk());
-      weights[k][w] = v;
-    }
-  }
-  EXPECT_EQ(losses[0], losses[1]);
-  EXPECT_NE(losses[0][0], losses[0][2]) << "the test must train";
-  for (const auto& [name, v] : weights[0]) EXPECT_EQ(v, weights[1][name]) << name;
+  CpuRun runs[2];
+  trainOnCpu(one, x, labels, 3, {"w1", "b1", "w2", "b2"}, runs[0]);
+  trainOnCpu(two, x, labels, 3, {"w1", "b1", "w2", "b2"}, runs[1]);
+  EXPECT_EQ(runs[0].losses, runs[1].losses);
+  EXPECT_NE(runs[0].losses[0], runs[0].losses[2]) << "the test must train";
+  for (const auto& [name, v] : runs[0].tensors) EXPECT_EQ(v, runs[1].tensors[name]) << name;
 }
 
 /// A small CNN with a training-mode BatchNorm (x[4,3,6,6] -> conv 4 -> BN -> relu -> pool -> 10).
@@ -310,34 +320,16 @@ TEST(DataParallel, SyncBatchNormOnOneRankTrainsLikeBatchNorm) {
   std::vector<float> x(4 * 3 * 36);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 23) - 11) / 7.f;
   std::vector<int64_t> labels = {1, 7, 3, 0};
-  std::vector<float> losses[2];
-  std::map<std::string, std::vector<float>> weights[2];
-  Compiled* cs[2] = {&plain, &sync};
-  for (int k = 0; k < 2; ++k) {
-    const Plan& plan = cs[k]->emitted.plan;
-    auto be = createCpuBackend();
-    ASSERT_TRUE(be->load(plan, InitData{cs[k]->emitted.data, {}}).isOk());
-    for (int step = 0; step < 4; ++step) {
-      ASSERT_TRUE(be->write(plan.binding("input"), x.data()).isOk());
-      ASSERT_TRUE(be->write(plan.binding("labels"), labels.data()).isOk());
-      Status st = be->run("train");
-      ASSERT_TRUE(st.isOk()) << st.toString();
-      float loss = 0;
-      ASSERT_TRUE(be->read(plan.binding("loss"), &loss).isOk());
-      losses[k].push_back(loss);
-    }
-    for (const char* w : {"w", "bn.scale", "bn.bias", "w2", "bn.mean"}) {
-      int t = plan.findTensor(w);
-      std::vector<float> v(size_t(plan.tensors[size_t(t)].type.numElements()));
-      ASSERT_TRUE(be->read(t, v.data()).isOk());
-      weights[k][w] = v;
-    }
-  }
-  EXPECT_NE(losses[0][0], losses[0][3]) << "the test must train";
-  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << i;
-  for (const auto& [name, v] : weights[0])
+  CpuRun runs[2];
+  for (int k = 0; k < 2; ++k)
+    trainOnCpu(k ? sync : plain, x, labels, 4, {"w", "bn.scale", "bn.bias", "w2", "bn.mean"},
+               runs[k]);
+  EXPECT_NE(runs[0].losses[0], runs[0].losses[3]) << "the test must train";
+  for (size_t i = 0; i < runs[0].losses.size(); ++i)
+    EXPECT_NEAR(runs[1].losses[i], runs[0].losses[i], 1e-5) << i;
+  for (const auto& [name, v] : runs[0].tensors)
     for (size_t i = 0; i < v.size(); ++i)
-      EXPECT_NEAR(weights[1][name][i], v[i], 2e-5 * (1 + std::fabs(v[i])))
+      EXPECT_NEAR(runs[1].tensors[name][i], v[i], 2e-5 * (1 + std::fabs(v[i])))
           << name << "[" << i << "]";
 }
 
