@@ -18,6 +18,10 @@
 
 namespace hgp::cuda {
 
+/// "cudnnConvolutionForward(...) failed at ConvOps.cpp:88": the call as written (arguments
+/// elided) and where it was made; the other libraries' checks (NCCL) use it too.
+std::string failedCall(const char* call, const char* file, int line);
+
 Status cudaError(cudaError_t e, const char* call, const char* file, int line);
 Status cudnnError(cudnnStatus_t e, const char* call, const char* file, int line);
 Status cublasError(cublasStatus_t e, const char* call, const char* file, int line);

@@ -1,5 +1,7 @@
 #include "runtime/cuda/Nccl.h"
 
+#include "runtime/cuda/CudaCheck.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -27,14 +29,6 @@ void* resolveNccl(const char* name) {
   return f;
 }
 
-std::string where(const char* call, const char* file, int line) {
-  std::string c(call);
-  size_t paren = c.find('(');
-  if (paren != std::string::npos) c = c.substr(0, paren) + "(...)";
-  const char* base = std::strrchr(file, '/');
-  return c + " failed at " + (base ? base + 1 : file) + ":" + std::to_string(line);
-}
-
 } // namespace
 
 Status loadNccl() {
@@ -60,7 +54,7 @@ Status loadNccl() {
 Status ncclError(ncclResult_t e, const char* call, const char* file, int line) {
   // A remote error means another rank failed or went away.
   ErrorCode code = e == ncclRemoteError ? ErrorCode::PeerFailed : ErrorCode::Device;
-  return Status(code, where(call, file, line) + ": " + ncclGetErrorString(e));
+  return Status(code, failedCall(call, file, line) + ": " + ncclGetErrorString(e));
 }
 
 Expected<std::unique_ptr<Communicator>>
