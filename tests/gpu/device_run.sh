@@ -87,14 +87,30 @@ for stage in $stages; do
       "$work/l5f" --data "fashion-mnist:$fm" --steps 200 --device $dev --progress none \
         --save "$work/det_f32_$dev.onnx" >> "$work/determinism.log" 2>&1
     done
+    # The same on one stream, to tell the lanes' share of the CUDA-vs-CPU difference from the
+    # kernels' summation order.
+    hgpc compile samples/lenet5.onnx -o "$work/l5f1" --batch 64 --optimizer sgd --lr 0.05 --momentum 0.9 \
+      --precision fp32 --max-streams 1 >/dev/null 2>&1
+    "$work/l5f1" --data "fashion-mnist:$fm" --steps 200 --device cuda --progress none \
+      --save "$work/det_f32_cuda1.onnx" >> "$work/determinism.log" 2>&1
+    # And after 1 step, where the difference has not yet been amplified by training.
+    for dev in cuda cpu; do
+      "$work/l5f" --data "fashion-mnist:$fm" --steps 1 --device $dev --progress none \
+        --save "$work/det_f32_1step_$dev.onnx" >> "$work/determinism.log" 2>&1
+    done
     cmp -s "$work/det_a.onnx" "$work/det_b.onnx" && r1=identical || r1=DIFFERENT
     cmp -s "$work/det_a.onnx" "$work/det_eager.onnx" && r2=identical || r2=DIFFERENT
     note "determinism: two --deterministic graph runs $r1; graph vs eager $r2"
-    python3 - "$work/det_f32_cuda.onnx" "$work/det_f32_cpu.onnx" <<'PY' | tee -a "$summary"
+    python3 - "$work" <<'PY' | tee -a "$summary"
 import sys, onnx, numpy as np, onnx.numpy_helper as nh
-a, b = ({t.name: nh.to_array(t) for t in onnx.load(p).graph.initializer} for p in sys.argv[1:3])
-err = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-12)) for k in a)
-print("determinism: 200 LeNet-5 steps in fp32, CUDA vs CPU: max relative weight difference %.2e" % err)
+def load(name):
+    return {t.name: nh.to_array(t) for t in onnx.load("%s/%s.onnx" % (sys.argv[1], name)).graph.initializer}
+def err(x, y):
+    a, b = load(x), load(y)
+    return max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-12)) for k in a)
+print("determinism: LeNet-5 fp32, CUDA vs CPU, max relative weight difference: 200 steps %.2e "
+      "(1 stream %.2e), 1 step %.2e" % (err("det_f32_cuda", "det_f32_cpu"),
+      err("det_f32_cuda1", "det_f32_cpu"), err("det_f32_1step_cuda", "det_f32_1step_cpu")))
 PY
     ;;
   streams)
