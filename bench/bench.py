@@ -79,7 +79,11 @@ def torch_step_ms(name, batch, mode, iters=30, reps=5):
             step()
         run = g.replay
     elif mode == "compile":
-        cm = torch.compile(model, mode="reduce-overhead")
+        # A fresh Dynamo per case, with static shapes: one process compiles several models that
+        # share torchvision's forward code, and Dynamo would otherwise recompile the later ones
+        # with a dynamic batch dimension (slower kernels, and no hit in Inductor's cache).
+        torch._dynamo.reset()
+        cm = torch.compile(model, mode="reduce-overhead", dynamic=False)
 
         def run():
             opt.zero_grad(set_to_none=True)
