@@ -182,6 +182,14 @@ class Clock:
             raise TimeoutError("skipped: --time-limit %.0f s reached" % self.limit)
 
 
+def kill_session(pid):
+    """SIGKILL to the session (process group) a Popen(start_new_session=True) started."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run(cmd, timeout, env=None, log=None):
     """Runs cmd in a session of its own; on timeout kills that session (torchrun's workers, the
     ranks of `EXE --gpus`). Returns (returncode, stdout, stderr)."""
@@ -190,7 +198,7 @@ def run(cmd, timeout, env=None, log=None):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_session(p.pid)
         out, err = p.communicate()
         err += "\n[killed after %.0f s]" % timeout
         p.returncode = 124
@@ -284,7 +292,7 @@ def hgpc_traces(args, clock, exe, ranks, work, tag, log):
         except subprocess.TimeoutExpired:
             for _, _, _, q in procs:
                 if q.poll() is None:
-                    os.killpg(q.pid, signal.SIGKILL)
+                    kill_session(q.pid)
             rc = p.wait()
             failures.append("rank %d: killed at the time limit" % r)
         err.seek(0)
