@@ -14,8 +14,8 @@ ranks x batch / time.
 
 Modes: eager, and graph (the whole step - forward, backward with DDP's all-reduces, optimizer -
 captured as one CUDA graph). For graph, DDP is built with static_graph=True inside a side-stream
-context and runs 15 eager steps there before the capture (PyTorch's CUDA-graph notes ask for at
-least 11 DDP iterations before capturing a full backward). Rank 0 rewrites --out after each mode,
+context and runs 15 eager steps there before the capture on that same stream (PyTorch's
+CUDA-graph notes ask for at least 11 DDP iterations before capturing a full backward). Rank 0 rewrites --out after each mode,
 so a mode that fails, or hangs until the caller's timeout, keeps the earlier modes' results.
 
 --precision: tf32 (fp32 storage, TF32 tensor cores: PyTorch's default for convolutions), fp32
@@ -90,7 +90,9 @@ def run_mode(args, mode, rank, world, local):
         torch.cuda.synchronize()
         dist.barrier()
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        # Captured on the stream DDP was built and warmed up on: its reducer's autograd hooks
+        # and AccumulateGrad nodes then all belong to the capturing stream.
+        with torch.cuda.graph(g, stream=s):
             step()
         run = g.replay
     else:
