@@ -4,13 +4,15 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp (default: all).
-# Also: ctest (`ctest -L gpu`: this build's gpu-labelled CTest tests, re-pointed at the packed
-# binaries and data; the CI's own definition of "the gpu label passes").
-# Also: profile (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default
-# list, since it returns two more files). dp (data parallelism, docs/distributed.md) needs 2 GPUs
-# (kind nvidia-h200-x2) and skips otherwise.
-# BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128).
+# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp scaling
+# (default: all). Also: ctest (`ctest -L gpu`: this build's gpu-labelled CTest tests, re-pointed
+# at the packed binaries and data; the CI's own definition of "the gpu label passes"), and profile
+# (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default list, since it
+# returns two more files). dp (data parallelism, docs/distributed.md) and scaling
+# (bench/scaling.py: hgpc on 1 and 2 GPUs against PyTorch DDP, about 4 minutes) need 2 GPUs
+# (kind nvidia-h200-x2) and skip otherwise.
+# BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
+# SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,7 +48,7 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance zoo determinism streams convergence bench dp}
+stages=${*:-info gpu conformance zoo determinism streams convergence bench dp scaling}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
 work=$(mktemp -d)
@@ -254,6 +256,21 @@ PY
         note "dp convergence ResNet-18 28x28 10 epochs on 2 GPUs: $(grep 'eval after epoch 10' "$work/r18dp.log") ($(tail -1 "$work/r18dp.log"))"
       fi
       cat "$work/r18dp.log" "$work/dpkill.log" >> "$OUT/dp.log" 2>/dev/null
+    fi
+    ;;
+  scaling)
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [[ $gpus -lt 2 ]]; then
+      note "scaling: skipped: needs 2 GPUs (kind nvidia-h200-x2), this machine has $gpus"
+    else
+      # Two files come back: scaling.md (the tables) and scaling.log (every command's output,
+      # then the json). The json and the traces stay in $work.
+      PYTHONUNBUFFERED=1 python3 -W ignore bench/scaling.py --out "$OUT" --json "$work/scaling.json" \
+        --work "$work/scaling" --hgpc "$(command -v hgpc)" --time-limit 225 ${SCALING_ARGS:-} \
+        > "$OUT/scaling.log" 2>&1
+      note "scaling (hgpc 1 vs 2 GPUs, PyTorch DDP, exposed all-reduce): exit $? ($(tail -1 "$OUT/scaling.log"))"
+      grep -E '^\| [a-z]' "$OUT/scaling.md" 2>/dev/null | tee -a "$summary"
+      { echo "--- scaling.json"; cat "$work/scaling.json"; } >> "$OUT/scaling.log" 2>&1
     fi
     ;;
   esac
