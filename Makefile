@@ -6,10 +6,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
 # Build tools and libraries, test tooling (through Debian's /usr/bin/python3), and test data.
+# Open MPI (mpirun, libmpi.so.40) is only for tests: the mpi_bootstrap test runs 2 ranks under
+# mpirun, and tests/gpu/device_run.sh --pack takes it to the GPU machine. Nothing links it.
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev llvm-14-dev zlib1g-dev \
   libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev libgtest-dev \
   python3-torch python3-torchvision python3-onnx python3-numpy \
-  libonnx-testdata dataset-fashion-mnist
+  libonnx-testdata dataset-fashion-mnist openmpi-bin libopenmpi3
 
 .PHONY: all build deps test test-slow demo dist clean format
 

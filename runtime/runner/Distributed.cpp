@@ -83,7 +83,9 @@ Expected<RankEnv> detectRankEnv(const std::string& rendezvousFlag) {
   if (e.ranks < 1 || e.rank >= e.ranks)
     return Status(ErrorCode::Usage, "the launcher says rank " + std::to_string(e.rank) + " of " +
                                         std::to_string(e.ranks));
-  if (e.ranks > 1 && e.rendezvous.empty())
+  if (e.ranks > 1 && e.rendezvous.empty() && (e.launcher == "openmpi" || e.launcher == "pmi"))
+    e.idOverMpi = true;
+  else if (e.ranks > 1 && e.rendezvous.empty())
     return Status(ErrorCode::Usage, "this is rank " + std::to_string(e.rank) + " of " +
                                         std::to_string(e.ranks) + " (launched by " + e.launcher +
                                         "); give --rendezvous DIR, a directory every rank can read "

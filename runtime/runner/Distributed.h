@@ -3,11 +3,13 @@
 //
 // Ranks are processes, one per GPU. They are started either by the executable itself
 // (`EXE --gpus N`, Launcher.h), which passes HGPC_RANK, HGPC_RANKS, HGPC_LOCAL_RANK and
-// HGPC_RENDEZVOUS, or by an MPI launcher (`mpirun -np N EXE --rendezvous DIR ...`), whose
-// environment says the rank (OpenMPI's OMPI_COMM_WORLD_*, or PMI_RANK/PMI_SIZE). MPI itself is
-// never linked or loaded: rank 0's NCCL id travels through a file in a directory every rank can
-// read (the shared-file rendezvous), so one executable works with any launcher and needs no MPI
-// library at run time. After that, NCCL is the only transport.
+// HGPC_RENDEZVOUS, or by an MPI launcher (`mpirun -np N EXE [--rendezvous DIR] ...`), whose
+// environment says the rank (OpenMPI's OMPI_COMM_WORLD_*, or PMI_RANK/PMI_SIZE). Rank 0's NCCL
+// id reaches the other ranks in one of two ways. With a rendezvous directory (always under
+// --gpus; under mpirun when --rendezvous is given) it travels through a file every rank can read
+// (the shared-file rendezvous), which needs no MPI library at all. Under mpirun without
+// --rendezvous it is broadcast with MPI, through an MPI library loaded at run time
+// (MpiBootstrap.h); MPI is never linked. After that, NCCL is the only transport.
 //
 // The watchdog turns a failed or stuck peer into an exit, not a hang: it polls the backend's
 // asynchronous collective errors and the time since the last completed step, and on either it
@@ -26,12 +28,16 @@ namespace hgp {
 struct RankEnv {
   int rank = 0, ranks = 1, localRank = 0;
   std::string launcher = "none"; ///< "none", "hgpc" (--gpus), "openmpi" or "pmi".
-  std::string rendezvous;        ///< The directory the NCCL id is shared through.
+  std::string rendezvous;        ///< The directory the NCCL id is shared through, if any.
+  /// More than one rank, started by an MPI launcher, and no rendezvous directory: the NCCL id is
+  /// broadcast with MPI (MpiBootstrap).
+  bool idOverMpi = false;
   std::string jobKey;            ///< A per-launch id from the launcher, to name the id file.
 };
 
 /// Reads the rank from the environment. `rendezvousFlag` (--rendezvous) overrides
-/// HGPC_RENDEZVOUS; an MPI launch of more than one rank needs one. Errors are usage errors.
+/// HGPC_RENDEZVOUS; an MPI launch of more than one rank without one sets idOverMpi. Errors are
+/// usage errors.
 Expected<RankEnv> detectRankEnv(const std::string& rendezvousFlag);
 
 /// The shared-file rendezvous: rank 0 writes `id` atomically to a file in env.rendezvous; the

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
                                  "executable must be compiled with --ranks; docs/distributed.md)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--rendezvous", o.rendezvous,
-                 "mpirun: a directory every rank can read, where rank 0 leaves the NCCL id");
+                 "mpirun: share the NCCL id through a file in this directory, which every rank "
+                 "can read, instead of broadcasting it with MPI (then no MPI library is needed)");
   app.add_option("--timeout", o.timeout,
                  "data parallel: seconds without progress before a rank declares a peer failed")
       ->check(CLI::PositiveNumber);

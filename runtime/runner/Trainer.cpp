@@ -7,6 +7,7 @@
 #include "runtime/runner/Devices.h"
 #include "runtime/runner/Distributed.h"
 #include "runtime/runner/MetricsLog.h"
+#include "runtime/runner/MpiBootstrap.h"
 
 #include <cerrno>
 #include <chrono>
@@ -34,7 +35,9 @@ int fail(const Status& st) {
 /// Everything a run holds on to.
 class Run {
 public:
-  Run(const RunOptions& o) : opt_(o) {}
+  /// `mpi` receives the MPI bootstrap when the NCCL id goes over MPI; it outlives the run, so
+  /// that MPI ends after the communicator (runTrainer).
+  Run(const RunOptions& o, std::unique_ptr<MpiBootstrap>& mpi) : opt_(o), mpi_(mpi) {}
 
   Status setUp(const std::string& exePath) {
     HGP_ASSIGN_OR_RETURN(bundle_, readBundleFromExecutable(exePath));
@@ -66,7 +69,22 @@ public:
       bo.ranks = ranks_.ranks;
       RankEnv env = ranks_;
       double timeout = opt_.timeout;
-      bo.shareUniqueId = [env, timeout](std::string& id) { return shareThroughFile(env, id, timeout); };
+      if (ranks_.idOverMpi) {
+        // Before the CUDA backend starts: a missing or mismatched MPI fails fast, and MPI_Init
+        // comes before CUDA, as MPI libraries prefer.
+        HGP_ASSIGN_OR_RETURN(mpi_, MpiBootstrap::start(ranks_.launcher, ranks_.rank, ranks_.ranks));
+        if (opt_.verbose)
+          std::fprintf(stderr, "rank %d: the NCCL id goes over MPI: %s\n", ranks_.rank,
+                       mpi_->library().c_str());
+        MpiBootstrap* mpi = mpi_.get();
+        bo.shareUniqueId = [mpi](std::string& id) {
+          return mpi->broadcast(id).withContext("broadcasting rank 0's NCCL id with MPI");
+        };
+      } else {
+        bo.shareUniqueId = [env, timeout](std::string& id) {
+          return shareThroughFile(env, id, timeout);
+        };
+      }
     }
     bo.profile = opt_.profile;
     bo.trace = opt_.trace;
@@ -79,8 +97,10 @@ public:
       removeRendezvousFile(ranks_);
       watchdog_ = std::make_unique<Watchdog>(*backend_, ranks_.rank, opt_.timeout);
       if (lead_)
-        std::fprintf(stderr, "data parallel: %d ranks (%s launch), global batch %lld x %d\n",
+        std::fprintf(stderr,
+                     "data parallel: %d ranks (%s launch, NCCL id %s), global batch %lld x %d\n",
                      ranks_.ranks, ranks_.launcher.c_str(),
+                     ranks_.idOverMpi ? "broadcast with MPI" : "through a rendezvous file",
                      (long long)plan_.tensors[size_t(plan_.binding("input"))].type.shape[0],
                      ranks_.ranks);
     }
@@ -392,6 +412,7 @@ private:
   Plan plan_;
   uint64_t fingerprint_ = 0;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MpiBootstrap>& mpi_;
   std::unique_ptr<Watchdog> watchdog_; ///< Declared after backend_: stops before it goes.
   std::vector<uint8_t> fileBytes_;
   std::unique_ptr<Dataset> train_, eval_;
@@ -409,9 +430,21 @@ private:
 } // namespace
 
 int runTrainer(const std::string& exePath, const RunOptions& options) {
-  Run run(options);
-  if (Status st = run.setUp(exePath); !st) return fail(st);
-  return run.train();
+  std::unique_ptr<MpiBootstrap> mpi;
+  int code = 0;
+  {
+    Run run(options, mpi);
+    Status st = run.setUp(exePath);
+    code = st ? run.train() : fail(st);
+  } // The watchdog, the communicator and the backend end here, before MPI.
+  if (!mpi) return code;
+  // A failed rank aborts the MPI job, so that the launcher stops the other ranks now instead of
+  // leaving them blocked in a collective until --timeout (the --gpus parent does the same).
+  // Divergence is the exception: every rank sees the same averaged loss and stops at the same
+  // step, so all of them finalize, which waits for rank 0 to save its checkpoint.
+  if (code != 0 && code != exitCodeFor(ErrorCode::Diverged)) mpi->abort(code);
+  if (Status st = mpi->finalize(); !st) return fail(std::move(st).withContext("ending MPI"));
+  return code;
 }
 
 } // namespace hgp

@@ -4,13 +4,14 @@
 # Here:   make; tests/gpu/device_run.sh --pack      (writes .gpu/: binaries, test data, datasets)
 # There:  tests/gpu/device_run.sh [STAGES]          (needs .gpu carried; writes logs to $OUT)
 #
-# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp scaling
+# Stages, in order: info gpu conformance zoo determinism streams convergence bench dp mpi scaling
 # (default: all). Also: ctest (`ctest -L gpu`: this build's gpu-labelled CTest tests, re-pointed
 # at the packed binaries and data; the CI's own definition of "the gpu label passes"), and profile
 # (LeNet-5 with --profile/--trace, then hgpc plan --records; not in the default list, since it
-# returns two more files). dp (data parallelism, docs/distributed.md) and scaling
-# (bench/scaling.py: hgpc on 1 and 2 GPUs against PyTorch DDP, about 4 minutes) need 2 GPUs
-# (kind nvidia-h200-x2) and skip otherwise.
+# returns two more files). dp (data parallelism, docs/distributed.md), mpi (LeNet-5 on 2 GPUs
+# under the packed Debian Open MPI's mpirun: NCCL id broadcast with MPI, then with --rendezvous;
+# and the mpi_bootstrap test) and scaling (bench/scaling.py: hgpc on 1 and 2 GPUs against
+# PyTorch DDP, about 4 minutes) need 2 GPUs (kind nvidia-h200-x2) and skip otherwise.
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
@@ -21,7 +22,7 @@ cd "$here"
 if [[ ${1:-} == --pack ]]; then
   rm -rf .gpu/stage && mkdir -p .gpu/stage
   ../shared/device/pack.sh -o .gpu/stage/.dev build/bin/hgpc build/bin/hgpc-runner \
-    build/bin/hgp_gpu_tests build/bin/hgp_conformance >/dev/null
+    build/bin/hgp_gpu_tests build/bin/hgp_conformance build/bin/hgp_mpi_bootstrap_test >/dev/null
   strip .gpu/stage/.dev/bin/*
   /usr/bin/python3 - <<'PY'
 import os, shutil, onnx
@@ -39,7 +40,11 @@ for suite in ("node", "pytorch-converted"):
 PY
   # The gpu-labelled CTest tests, for the ctest stage to run against the packed binaries.
   ctest --test-dir build --show-only=json-v1 -L gpu > .gpu/stage/gpu_ctest.json
-  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json
+  # Debian's Open MPI, relocatable, for the mpi stage (the GPU machine has no Debian MPI).
+  mpi=openmpi
+  tests/gpu/pack_openmpi.sh .gpu/stage/openmpi | cut -c1-120 ||
+    { echo "note: Open MPI not packed; the mpi stage will skip (make deps installs openmpi-bin)"; mpi=; }
+  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json $mpi
   mkdir -p .gpu/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .gpu/fashion-mnist/
   rm -rf .gpu/stage
   du -sh .gpu
@@ -48,7 +53,7 @@ fi
 
 OUT=${OUT:-$here/.gpu/out}
 mkdir -p "$OUT"
-stages=${*:-info gpu conformance zoo determinism streams convergence bench dp scaling}
+stages=${*:-info gpu conformance zoo determinism streams convergence bench dp mpi scaling}
 tar -C .gpu -xJf .gpu/bundle.tar.xz
 source .gpu/.dev/env.sh
 work=$(mktemp -d)
@@ -271,6 +276,32 @@ PY
       note "scaling (hgpc 1 vs 2 GPUs, PyTorch DDP, exposed all-reduce): exit $? ($(tail -1 "$OUT/scaling.log"))"
       grep -E '^\| [a-z]' "$OUT/scaling.md" 2>/dev/null | tee -a "$summary"
       { echo "--- scaling.json"; cat "$work/scaling.json"; } >> "$OUT/scaling.log" 2>&1
+    fi
+    ;;
+  mpi)
+    if [[ $(nvidia-smi -L | grep -c '^GPU') -lt 2 ]]; then
+      note "mpi: skipped, needs 2 GPUs (kind nvidia-h200-x2)"
+    elif [[ ! -f .gpu/openmpi/env.sh ]]; then
+      note "mpi: skipped, no packed Open MPI (.gpu/openmpi; run --pack where openmpi-bin is installed)"
+    else
+      (
+        # The packed Debian Open MPI, not any MPI the machine has: mpirun and the libmpi.so.40
+        # the ranks dlopen must be the same Open MPI.
+        source .gpu/openmpi/env.sh
+        note "mpi: $(command -v mpirun), $(mpirun --version 2>&1 | head -1)"
+        hgpc compile samples/lenet5.onnx -o "$work/l5mpi" --batch 64 --ranks 2 --optimizer sgd \
+          --lr 0.05 >/dev/null 2>&1
+        for how in mpi rendezvous; do
+          extra=()
+          [[ $how == rendezvous ]] && extra=(--rendezvous "$work/rdv")
+          timeout -s KILL 300 mpirun --allow-run-as-root -np 2 "$work/l5mpi" --data "fashion-mnist:$fm" \
+            --steps 200 --device cuda --progress none --verbose "${extra[@]}" > "$work/mpi_$how.log" 2>&1
+          note "mpi (NCCL id over $how): exit $? $(grep -aE '^data parallel|^trained|NCCL id goes|error' "$work/mpi_$how.log" | cut -c1-200 | tr '\n' ' ')"
+        done
+        hgp_mpi_bootstrap_test > "$work/mpi_bootstrap.log" 2>&1
+        note "mpi bootstrap test (2 ranks, no GPU): exit $? $(grep -aE '^(FAILED|PASSED|library|skipped)' "$work/mpi_bootstrap.log" | tr '\n' ' ')"
+        cat "$work"/mpi_*.log > "$OUT/mpi.log"
+      )
     fi
     ;;
   esac

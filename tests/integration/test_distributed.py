@@ -56,14 +56,17 @@ class DistributedTest(HgpcTestCase):
                             "--progress", "none"], timeout=120)
         self.assertEqual(code, 0, err)
 
-    def test_mpi_launch_needs_a_rendezvous_and_no_gpus_flag(self):
+    def test_mpi_launch_needs_mpi_or_a_rendezvous_and_no_gpus_flag(self):
+        """Under mpirun without --rendezvous the NCCL id goes over MPI; without an MPI library
+        that is a usage error saying what to do. (The real MPI broadcast: CTest mpi_bootstrap.)"""
         exe = self.compile(args=["--batch", "8", "--ranks", "2"])
         env = dict(os.environ, OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2",
-                   OMPI_COMM_WORLD_LOCAL_RANK="1")
+                   OMPI_COMM_WORLD_LOCAL_RANK="1", HGPC_MPI_LIBRARY="/nonexistent/libmpi.so.40")
         code, _, err = run([exe, "--data", "synthetic:64", "--steps", "1"], env=env, timeout=60)
         self.assertEqual(code, 2, err)
-        self.assertIn("give --rendezvous DIR", err)
-        self.assertIn("rank 1 of 2", err)
+        self.assertIn("error: rank 1: usage error: ", err)
+        self.assertIn("pass --rendezvous DIR", err)
+        self.assertIn("install the MPI that mpirun belongs to", err)
         code, _, err = run([exe, "--data", "synthetic:64", "--steps", "1", "--gpus", "2"], env=env,
                            timeout=60)
         self.assertEqual(code, 2, err)

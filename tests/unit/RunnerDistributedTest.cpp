@@ -1,9 +1,11 @@
 // The runner's side of data parallelism (docs/distributed.md), without GPUs: each rank's data
 // shard (rank r's batch k and the other ranks' batch k together are exactly the batch k a single
-// process with the global batch reads), rank detection from the launchers' environments, and the
-// shared-file rendezvous of the NCCL id (delivery, stale files, timeout).
+// process with the global batch reads), rank detection from the launchers' environments, the
+// shared-file rendezvous of the NCCL id (delivery, stale files, timeout), and the message when the
+// MPI library for the MPI broadcast of the id is missing.
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Distributed.h"
+#include "runtime/runner/MpiBootstrap.h"
 
 #include <gtest/gtest.h>
 
@@ -92,17 +94,39 @@ TEST(RunnerDistributed, DetectsTheLauncher) {
     env.set("OMPI_COMM_WORLD_SIZE", "4");
     env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
     env.set("PMIX_NAMESPACE", "job.7");
-    auto missing = detectRankEnv("");
-    ASSERT_FALSE(missing.hasValue());
-    EXPECT_EQ(missing.status().code(), ErrorCode::Usage);
-    EXPECT_NE(missing.status().message().find("--rendezvous"), std::string::npos);
+    // Without --rendezvous the id goes over MPI.
+    auto mpi = detectRankEnv("");
+    ASSERT_TRUE(mpi.hasValue()) << mpi.status().toString();
+    EXPECT_TRUE(mpi->idOverMpi);
+    EXPECT_EQ(mpi->rendezvous, "");
     auto e = detectRankEnv("/tmp/shared");
     ASSERT_TRUE(e.hasValue()) << e.status().toString();
+    EXPECT_FALSE(e->idOverMpi);
     EXPECT_EQ(e->launcher, "openmpi");
     EXPECT_EQ(e->rank, 3);
     EXPECT_EQ(e->ranks, 4);
     EXPECT_EQ(e->localRank, 1);
     EXPECT_EQ(e->jobKey, "job.7");
+  }
+  {
+    ScopedEnv env;
+    env.set("PMI_RANK", "1");
+    env.set("PMI_SIZE", "2");
+    auto e = detectRankEnv("");
+    ASSERT_TRUE(e.hasValue()) << e.status().toString();
+    EXPECT_EQ(e->launcher, "pmi");
+    EXPECT_TRUE(e->idOverMpi);
+  }
+  {
+    // The --gpus launcher always passes a directory; without one it is a usage error.
+    ScopedEnv env;
+    env.set("HGPC_RANK", "1");
+    env.set("HGPC_RANKS", "2");
+    env.set("HGPC_LOCAL_RANK", "1");
+    auto missing = detectRankEnv("");
+    ASSERT_FALSE(missing.hasValue());
+    EXPECT_EQ(missing.status().code(), ErrorCode::Usage);
+    EXPECT_NE(missing.status().message().find("--rendezvous"), std::string::npos);
   }
   {
     ScopedEnv env;
@@ -145,6 +169,19 @@ TEST(RunnerDistributed, RendezvousFileCarriesTheIdAndIgnoresStaleOnes) {
   removeRendezvousFile(r0);
   EXPECT_FALSE(std::filesystem::exists(path));
   std::filesystem::remove_all(dir);
+}
+
+TEST(RunnerDistributed, MissingMpiLibraryIsAUsageErrorThatNamesTheWayOut) {
+  // The real broadcast runs under mpirun in tests/mpi/MpiBootstrapTest.cpp (CTest mpi_bootstrap).
+  ScopedEnv env;
+  env.set("HGPC_MPI_LIBRARY", "/nonexistent/libmpi.so.40");
+  auto mpi = MpiBootstrap::start("openmpi", 1, 2);
+  ASSERT_FALSE(mpi.hasValue());
+  EXPECT_EQ(mpi.status().code(), ErrorCode::Usage);
+  const std::string m = mpi.status().message();
+  EXPECT_NE(m.find("/nonexistent/libmpi.so.40"), std::string::npos) << m;
+  EXPECT_NE(m.find("pass --rendezvous DIR"), std::string::npos) << m;
+  EXPECT_NE(m.find("install the MPI"), std::string::npos) << m;
 }
 
 } // namespace
