@@ -19,9 +19,8 @@ Per case (model of bench/models.py : per-GPU batch) and precision:
  2. PyTorch DDP (bench/ddp_worker.py under torch.distributed.run, NCCL), the same model and
     per-GPU batch, eager and whole-step CUDA graph; the best mode's global images/s per GPU
     count, and hgpc / best torch.
- 3. Overlap: the N-GPU executable once more for a few steps with --trace, one file per rank (the
-    ranks are started here, as `--gpus` would, with HGPC_RANK & co.: under `--gpus` every rank
-    would write the one --trace file). From each trace (one replayed step) the exposed
+ 3. Overlap: the N-GPU executable once more for a few steps with --trace (each rank writes its
+    own file, BASE.rankR.json). From each trace (one replayed step) the exposed
     communication: the time during which an all-reduce (NCCL) kernel runs and no compute kernel
     runs on any stream. Next to it, the cost model's all-reduce and exposed times from
     `hgpc plan --ranks N --target h200`.
@@ -268,42 +267,35 @@ def hgpc_throughput(args, clock, exe, gpus, log):
 
 
 def hgpc_traces(args, clock, exe, ranks, work, tag, log):
-    """Starts the ranks of `exe` itself, each with its own --trace file; returns per-rank
-    overlap dicts (trace_overlap plus the profile's mapping)."""
-    rdv = tempfile.mkdtemp(prefix="rdv-", dir=work)
-    procs = []
-    base = {k: v for k, v in os.environ.items() if not k.startswith("HGPC_R")}
-    for r in range(ranks):
-        env = dict(base, HGPC_RANK=str(r), HGPC_RANKS=str(ranks), HGPC_LOCAL_RANK=str(r),
-                   HGPC_RENDEZVOUS=rdv)
-        path = os.path.join(work, "%s.rank%d.trace.json" % (tag, r))
+    """Runs `exe --gpus N --trace BASE` for a few steps (each rank writes BASE.rankR.json);
+    returns per-rank overlap dicts (trace_overlap plus the profile's mapping)."""
+    base = os.path.join(work, "%s.trace.json" % tag)
+    paths = [os.path.join(work, "%s.trace.rank%d.json" % (tag, r)) for r in range(ranks)]
+    for path in paths:
         if os.path.exists(path):
             os.remove(path)
-        err = open(os.path.join(work, "%s.rank%d.trace.log" % (tag, r)), "w+")
-        cmd = [exe, "--data", "synthetic", "--steps", "4", "--device", "cuda", "--progress", "none",
-               "--timeout", "60", "--trace", path]
-        procs.append((r, path, err, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                                     env=env, start_new_session=True)))
-    deadline = time.time() + clock.timeout(120)
+    cmd = [exe, "--data", "synthetic", "--steps", "4", "--device", "cuda", "--progress", "none",
+           "--timeout", "60", "--gpus", str(ranks), "--verbose", "--trace", base]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        _, text = p.communicate(timeout=clock.timeout(120))
+    except subprocess.TimeoutExpired:
+        kill_session(p.pid)
+        _, text = p.communicate()
+        raise RuntimeError("traced run killed at the time limit: " + tail(text, 300))
+    log("$ %s\n%s" % (" ".join(cmd), text[-3000:]))
+    if p.returncode != 0:
+        raise RuntimeError("traced run exit %s: %s" % (p.returncode, tail(text, 300)))
     out, failures = [], []
-    for r, path, err, p in procs:
-        try:
-            rc = p.wait(timeout=max(1.0, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            for _, _, _, q in procs:
-                if q.poll() is None:
-                    kill_session(q.pid)
-            rc = p.wait()
-            failures.append("rank %d: killed at the time limit" % r)
-        err.seek(0)
-        text = err.read()
-        err.close()
-        log("$ [rank %d] %s --trace %s\n%s" % (r, exe, path, text[-2000:]))
-        if rc != 0 or not os.path.exists(path):
-            failures.append("rank %d exit %s: %s" % (r, rc, tail(text, 300)))
+    for r, path in enumerate(paths):
+        if not os.path.exists(path):
+            failures.append("rank %d wrote no trace %s" % (r, path))
             continue
         o = trace_overlap(json.load(open(path)))
-        m = re.search(r"profiled one run of train \((\w+) mapping\)", text)
+        lines = [l for l in text.splitlines() if "profiled one run of train" in l
+                 and (l.startswith("rank %d:" % r) or (r == 0 and not l.startswith("rank ")))]
+        m = re.search(r"\((\w+) mapping\)", lines[0]) if lines else None
         o["mapping"] = m.group(1) if m else None
         o["rank"] = r
         out.append(o)

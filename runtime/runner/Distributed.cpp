@@ -132,6 +132,13 @@ Status shareThroughFile(const RankEnv& e, std::string& id, double timeoutSeconds
   }
 }
 
+std::string perRankPath(const std::string& path, const RankEnv& e) {
+  if (e.ranks <= 1 || path.empty()) return path;
+  std::filesystem::path p(path);
+  std::string tag = ".rank" + std::to_string(e.rank);
+  return (p.parent_path() / (p.stem().string() + tag + p.extension().string())).string();
+}
+
 void removeRendezvousFile(const RankEnv& e) {
   if (e.rank == 0 && e.ranks > 1 && !e.rendezvous.empty()) std::remove(idPath(e).c_str());
 }

@@ -47,6 +47,11 @@ Status shareThroughFile(const RankEnv& env, std::string& id, double timeoutSecon
 /// Removes rank 0's id file once every rank has joined (rank 0 only; others do nothing).
 void removeRendezvousFile(const RankEnv& env);
 
+/// The file a rank writes for a per-process output such as --trace or --profile: `path` itself
+/// with one rank, else "rankR" inserted before the extension (trace.json -> trace.rank1.json,
+/// records -> records.rank1), so that the ranks of one run do not overwrite each other's file.
+std::string perRankPath(const std::string& path, const RankEnv& env);
+
 class Watchdog {
 public:
   /// Starts watching: every 200 ms, the backend's collective error; and whether beat() was

@@ -86,8 +86,8 @@ public:
         };
       }
     }
-    bo.profile = opt_.profile;
-    bo.trace = opt_.trace;
+    bo.profile = perRankPath(opt_.profile, ranks_);
+    bo.trace = perRankPath(opt_.trace, ranks_);
     HGP_ASSIGN_OR_RETURN(backend_, selectBackend(device, bo));
     if ((!opt_.profile.empty() || !opt_.trace.empty()) && std::string(backend_->name()) != "cuda")
       return Status(ErrorCode::Device, "--profile and --trace record GPU kernels and need the CUDA "

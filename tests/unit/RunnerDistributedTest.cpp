@@ -81,6 +81,16 @@ struct ScopedEnv {
   }
 };
 
+TEST(RunnerDistributed, PerProcessOutputsGetAFileForEachRank) {
+  RankEnv one, two;
+  two.ranks = 2;
+  two.rank = 1;
+  EXPECT_EQ(perRankPath("out/trace.json", one), "out/trace.json");
+  EXPECT_EQ(perRankPath("out/trace.json", two), "out/trace.rank1.json");
+  EXPECT_EQ(perRankPath("records", two), "records.rank1");
+  EXPECT_EQ(perRankPath("", two), "");
+}
+
 TEST(RunnerDistributed, DetectsTheLauncher) {
   {
     auto e = detectRankEnv("");
