@@ -20,7 +20,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 
 if [[ ${1:-} == --pack ]]; then
-  rm -rf .gpu/stage && mkdir -p .gpu/stage
+  # What an earlier local run of a stage unpacked would travel too (the carry limit is 64 MiB).
+  rm -rf .gpu/stage .gpu/.dev .gpu/testdata .gpu/openmpi .gpu/gpu_ctest.json .gpu/out && mkdir -p .gpu/stage
   ../shared/device/pack.sh -o .gpu/stage/.dev build/bin/hgpc build/bin/hgpc-runner \
     build/bin/hgp_gpu_tests build/bin/hgp_conformance build/bin/hgp_mpi_bootstrap_test >/dev/null
   strip .gpu/stage/.dev/bin/*
