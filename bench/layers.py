@@ -50,7 +50,6 @@ import json
 import math
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -403,9 +402,7 @@ def gtime(torch, fn, target_ms=4.0, samples=5):
         g.replay()
     est = timed(3)
     reps = max(10, min(50, int(math.ceil(target_ms / max(est, 1e-3)))))
-    ms = statistics.median(timed(reps) for _ in range(samples))
-    del g
-    return ms
+    return statistics.median(timed(reps) for _ in range(samples))
 
 
 def synthetic_ms(l, kf, kd):
