@@ -11,9 +11,13 @@
 # returns two more files). dp (data parallelism, docs/distributed.md), mpi (LeNet-5 on 2 GPUs
 # under the packed Debian Open MPI's mpirun: NCCL id broadcast with MPI, then with --rendezvous;
 # and the mpi_bootstrap test) and scaling (bench/scaling.py: hgpc on 1 and 2 GPUs against
-# PyTorch DDP, about 4 minutes) need 2 GPUs (kind nvidia-h200-x2) and skip otherwise.
+# PyTorch DDP, about 4 minutes) need 2 GPUs (kind nvidia-h200-x2) and skip otherwise. layers
+# (bench/layers.py: every conv layer of the anchor study and a sample of the zoo's, split
+# 1/2/4/8 ways, against the width hgpc chose; about 3 minutes, PyTorch only) is not in the
+# default list either.
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
-# SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128).
+# SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
+# LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -263,6 +267,14 @@ PY
       fi
       cat "$work/r18dp.log" "$work/dpkill.log" >> "$OUT/dp.log" 2>/dev/null
     fi
+    ;;
+  layers)
+    # Two files come back: layers.md (the table and the summary line) and layers.log (one json
+    # line per layer). The widths were chosen ahead of time (bench/layer_widths_h200.json).
+    PYTHONUNBUFFERED=1 python3 -W ignore bench/layers.py --out "$OUT" ${LAYERS_ARGS:-} \
+      > "$OUT/layers.log" 2>&1
+    note "layers (split width chosen vs measured, per conv layer): exit $? ($(tail -1 "$OUT/layers.log"))"
+    grep -E '^- ' "$OUT/layers.md" 2>/dev/null | tee -a "$summary"
     ;;
   scaling)
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
