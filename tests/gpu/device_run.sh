@@ -88,8 +88,8 @@ def where(arg):  # a path on the build machine -> the packed copy here
     if i >= 0:
         return os.path.join(here, ".gpu/.dev/bin", arg[i + len("/build/bin/"):])
     return arg
-def q(s):
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace(";", "\\;") + '"'
+def q(s):  # a CMake quoted argument; a ";" in it separates list items (ENVIRONMENT, ...)
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 lines = []
 for t in tests:
     cmd = [where(a) for a in t["command"]]
@@ -247,13 +247,16 @@ PY
       # checkpoint whole. LeNet-5 runs ~10 epochs a second on two GPUs: ask for far more, kill
       # rank 1 after a few seconds; the timeout only catches a hang.
       hgpc compile samples/lenet5.onnx -o "$work/l5dp" --batch 64 --ranks 2 --optimizer sgd --lr 0.05 >/dev/null 2>&1
-      timeout -s KILL 120 "$work/l5dp" --data "fashion-mnist:$fm" --epochs 100000 --gpus 2 --device cuda \
+      "$work/l5dp" --data "fashion-mnist:$fm" --epochs 100000 --gpus 2 --device cuda \
         --progress none --checkpoint-dir "$work/ckdp" > "$work/dpkill.log" 2>&1 &
       parent=$!
+      ( sleep 120; kill -9 $parent 2>/dev/null ) &
+      guard=$!
       sleep 8
       kill -9 "$(pgrep -P $parent | tail -1)"
       wait $parent
       rc=$?
+      kill $guard 2>/dev/null
       note "dp: killing rank 1 -> parent exit $rc (want 9; 137 is a hang): $(grep -a 'rank' "$work/dpkill.log" | head -3 | tr '\n' ' ')"
       note "dp: checkpoints after the kill: $(ls "$work/ckdp" 2>/dev/null | tr '\n' ' ')"
       if [[ ${DP_CONVERGENCE:-1} == 1 ]]; then

@@ -65,12 +65,16 @@ r18=$work/resnet18_28.onnx
 { train l5.one "$here/samples/lenet5.onnx" 5 -- --batch 64 &&
   train l5.two "$here/samples/lenet5.onnx" 5 --gpus 2 -- --batch 32 --ranks 2 &&
   compare l5.one l5.two 1e-4; } || failed=1
-# ResNet-18 28x28 with --sync-bn: 2 GPUs x 16 against 1 GPU x 32. After one step (before
-# training amplifies rounding), then after five, against the same 1-GPU model run with its
-# convolutions split in two sub-batches (another summation order of the same math).
-{ train r18.one1 "$r18" 1 -- --batch 32 &&
-  train r18.two1 "$r18" 1 --gpus 2 -- --batch 16 --ranks 2 --sync-bn &&
-  compare r18.one1 r18.two1 1e-4; } || failed=1
+# ResNet-18 28x28 with --sync-bn: 2 GPUs x 16 against 1 GPU x 32, after one step and after
+# five, each against the same 1-GPU model run with its convolutions split in two sub-batches
+# (another summation order of the same math). A fixed bound did not fit this model: on the H200
+# (device call 4 of the fourth session) one step gave losses 2e-7 apart but 2.3e-2 on
+# layer4.1.bn1.bias, a BN bias whose gradient is a sum that nearly cancels; the reference
+# measures what reordering the sums alone does to such tensors.
+{ train r18.one1 "$r18" 1 -- --batch 32 --no-split --no-pipeline &&
+  train r18.ref1 "$r18" 1 -- --batch 32 --split-width 2 --no-pipeline &&
+  train r18.two1 "$r18" 1 --gpus 2 -- --batch 16 --ranks 2 --sync-bn --no-split --no-pipeline &&
+  compare r18.one1 r18.two1 1e-4 r18.ref1; } || failed=1
 { train r18.one "$r18" 5 -- --batch 32 --no-split --no-pipeline &&
   train r18.ref "$r18" 5 -- --batch 32 --split-width 2 --no-pipeline &&
   train r18.two "$r18" 5 --gpus 2 -- --batch 16 --ranks 2 --sync-bn --no-split --no-pipeline &&
