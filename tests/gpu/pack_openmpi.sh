@@ -114,6 +114,10 @@ export LD_LIBRARY_PATH="$_mpi/lib:${LD_LIBRARY_PATH:-}"
 export OMPI_MCA_mca_base_param_files=$_mpi/etc/openmpi-mca-params.conf
 export OMPI_MCA_orte_default_hostfile=$_mpi/etc/openmpi-default-hostfile
 export PMIX_MCA_mca_base_component_path=$_mpi/lib/pmix
+# A machine with a PMIx of its own (Ubuntu's, in /usr/lib/x86_64-linux-gnu/pmix2) still has its
+# plugins tried; the zlib one fails to load against this PMIx, is ignored, and PMIx then warns on
+# every rank that it cannot compress (seen on the GPU machine). Both are noise for a local run.
+export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 unset _mpi
 ENV
 echo "pack_openmpi.sh: $(du -sh "$dest" | cut -f1) in $dest ($(ls "$dest/$plugin_rel" | wc -l) plugins; left out: ${skipped[*]})"
