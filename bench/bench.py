@@ -9,7 +9,7 @@ storage with TF32 on. It prints a table and writes results.json and results.md t
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
-        [--profile] [--warm-compile-gpu 1]
+        [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
 
 --warm-compile-gpu G compiles every torch.compile case first in background processes on GPU G
 (pinned to the CPUs the timing does not use), while this process times hgpc and the other
@@ -46,6 +46,11 @@ from models import CASES, make  # noqa: E402
 SINGLE_STREAM = ("--max-streams", "1", "--no-split", "--no-pipeline")
 
 
+# --precision: hgpc's --precision, and what PyTorch runs for it. bf16/fp16 is PyTorch's automatic
+# mixed precision (autocast; fp32 weights and optimizer) with channels_last, its fastest form.
+PRECISION = "tf32"
+
+
 def torch_step_ms(name, batch, mode, iters=30, reps=5):
     """PyTorch's median step time, as the anchor script measures it."""
     torch.manual_seed(0)
@@ -58,10 +63,29 @@ def torch_step_ms(name, batch, mode, iters=30, reps=5):
     lossf = nn.CrossEntropyLoss()
     x = torch.randn(batch, *shape, device="cuda")
     y = torch.randint(0, ncls, (batch,), device="cuda")
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PRECISION)
+    if PRECISION == "fp32":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if half is not None and len(shape) == 3:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    scaler = torch.amp.GradScaler("cuda") if half == torch.float16 else None
+
+    def forward():
+        if half is None:
+            return lossf(model(x), y)
+        # No autocast cache: a captured graph must not keep casts from its capture.
+        with torch.autocast("cuda", dtype=half, cache_enabled=False):
+            return lossf(model(x), y)
 
     def step():
         opt.zero_grad(set_to_none=(mode == "eager"))
-        loss = lossf(model(x), y)
+        loss = forward()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
         loss.backward()
         opt.step()
         return loss
@@ -87,8 +111,17 @@ def torch_step_ms(name, batch, mode, iters=30, reps=5):
 
         def run():
             opt.zero_grad(set_to_none=True)
-            lossf(cm(x), y).backward()
-            opt.step()
+            if half is None:
+                lossf(cm(x), y).backward()
+            else:
+                with torch.autocast("cuda", dtype=half):
+                    loss = lossf(cm(x), y)
+                (scaler.scale(loss) if scaler else loss).backward()
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
     torch.cuda.reset_peak_memory_stats()
     for _ in range(5):
         run()
@@ -249,7 +282,8 @@ class start_compile_warmers:
             os.sched_setaffinity(0, range(8))
 
         def warm(spec):
-            cmd = pin + [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--warm-only", spec]
+            cmd = pin + [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--warm-only", spec,
+                              "--precision", args.precision]
             return subprocess.run(cmd, env=env, text=True, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)
 
@@ -283,8 +317,13 @@ def main():
     ap.add_argument("--warm-compile-gpu", type=int, default=None,
                     help="warm torch.compile's caches on this GPU in the background first")
     ap.add_argument("--warm-compile-jobs", type=int, default=3)
+    ap.add_argument("--precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"],
+                    help="hgpc compile --precision, and PyTorch's matching mode (AMP autocast "
+                         "with channels_last for bf16/fp16)")
     ap.add_argument("--warm-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global PRECISION
+    PRECISION = args.precision
     if args.warm_only:
         name, batch = args.warm_only.split(":")
         torch_step_ms(name, int(batch), "compile", iters=2, reps=1)
@@ -308,7 +347,8 @@ def main():
             if ot and os.path.exists(ot):
                 os.remove(ot)
             rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec)
+            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec,
+                                  extra=("--precision", args.precision))
             if ot:
                 breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
                 breakdown += summarize_hgpc_op_times(ot)
@@ -317,7 +357,8 @@ def main():
         if args.single_stream:
             try:
                 r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                             extra=SINGLE_STREAM, tag="-1s")
+                                             extra=SINGLE_STREAM + ("--precision", args.precision),
+                                             tag="-1s")
                 if "hgpc" in r:
                     r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
