@@ -3,7 +3,8 @@
 //
 // One templated kernel per arity: y = f(x) and dx = f(dy, saved), float4 when the pointers are
 // 16-byte aligned (the arena aligns every tensor to 64 bytes), with the < 4 leftover elements done
-// by the first threads. Each element is read before it is written by the same thread, so results
+// by the first threads; bf16/f16 tensors (mixed precision) take a scalar kernel that computes in
+// float and rounds on store. Each element is read before it is written by the same thread, so results
 // may share storage with inputs. Products followed by sums use __fmul_rn/__fadd_rn so the GPU
 // rounds exactly as the CPU reference does (no fused multiply-add).
 #include "runtime/cuda/DeviceUtil.cuh"
@@ -50,11 +51,31 @@ __global__ void binaryKernelScalar(const float* a, const float* b, float* y, int
   HGP_GRID_LOOP(i, n) y[i] = f(a[i], b[i]);
 }
 
+/// 16-bit storage (mixed precision): computed in float, rounded on store.
+template <typename T, typename F>
+__global__ void unaryKernelHalf(const T* x, T* y, int64_t n, F f) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(f(toFloat(x[i])));
+}
+
+template <typename T, typename F>
+__global__ void binaryKernelHalf(const T* a, const T* b, T* y, int64_t n, F f) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(f(toFloat(a[i]), toFloat(b[i])));
+}
+
 template <typename F> Status unaryMap(CudaArgs& a, F f) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "X"));
-  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  if (a.in[0].dtype != DType::F32) {
+    int64_t n = a.in[0].numel();
+    return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+      using T = decltype(t);
+      unaryKernelHalf<<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<T>(), a.out[0].as<T>(),
+                                                                 n, f);
+      return checkLaunch(a, "unaryKernelHalf");
+    });
+  }
   const float* x = a.in[0].f32();
   float* y = a.out[0].f32();
   int64_t n = a.in[0].numel();
@@ -68,10 +89,20 @@ template <typename F> Status unaryMap(CudaArgs& a, F f) {
 /// dX[i] = f(dY[i], saved[i]).
 template <typename F> Status gradMap(CudaArgs& a, F f) {
   HGP_TRY(checkArity(a, 2, 2, 1, 1));
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  HGP_TRY(checkFloat(a, a.in[0], "dY"));
+  HGP_TRY(checkDType(a, a.in[1], a.in[0].dtype, "saved tensor"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "dX"));
   HGP_TRY(checkShape(a, a.in[1], *a.in[0].shape, "saved tensor"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "dX"));
+  if (a.in[0].dtype != DType::F32) {
+    int64_t n = a.in[0].numel();
+    return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+      using T = decltype(t);
+      binaryKernelHalf<<<blocksFor(a, n), kBlock, 0, a.stream>>>(
+          a.in[0].as<T>(), a.in[1].as<T>(), a.out[0].as<T>(), n, f);
+      return checkLaunch(a, "gradKernelHalf");
+    });
+  }
   const float *dy = a.in[0].f32(), *s = a.in[1].f32();
   float* dx = a.out[0].f32();
   int64_t n = a.in[0].numel();

@@ -405,4 +405,31 @@ Status execExpand(CudaArgs& a) {
                        dtypeSize(a.in[0].dtype));
 }
 
+namespace {
+template <typename From, typename To>
+__global__ void castKernel(const From* x, To* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<To>(toFloat(x[i]));
+}
+} // namespace
+
+Status execCast(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  HGP_TRY(checkFloat(a, a.out[0], "Y"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  if (a.attrs().getString("to") != dtypeName(a.out[0].dtype))
+    return a.fail("the result is not of dtype 'to'");
+  if (a.in[0].dtype == a.out[0].dtype) return copyTensor(a, a.out[0], a.in[0]);
+  int64_t n = a.in[0].numel();
+  return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
+    using From = decltype(from);
+    return dispatchFloat(a, a.out[0].dtype, [&](auto to) {
+      using To = decltype(to);
+      castKernel<From, To><<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<From>(),
+                                                                      a.out[0].as<To>(), n);
+      return checkLaunch(a, "castKernel");
+    });
+  });
+}
+
 } // namespace hgp::cuda
