@@ -40,13 +40,16 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
 }
 
 /// The pipeline with the mixed-precision pass right after add-loss, when the precision asks for
-/// 16-bit activations.
-std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType low) {
+/// 16-bit activations, and (fp16 training) loss scaling after it.
+std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType low,
+                                       bool training) {
   if (low == DType::F32) return pipeline;
   auto it = std::find(pipeline.begin(), pipeline.end(), "add-loss");
-  if (it != pipeline.end() &&
-      std::find(pipeline.begin(), pipeline.end(), "mixed-precision") == pipeline.end())
-    pipeline.insert(it + 1, "mixed-precision");
+  if (it == pipeline.end() ||
+      std::find(pipeline.begin(), pipeline.end(), "mixed-precision") != pipeline.end())
+    return pipeline;
+  it = pipeline.insert(it + 1, "mixed-precision");
+  if (training && low == DType::F16) pipeline.insert(it + 1, "loss-scaling");
   return pipeline;
 }
 
@@ -107,14 +110,14 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPipeline(), low) : o.passes,
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPipeline(), low, true) : o.passes,
                         c.ctx));
     PassContext evalCtx;
     evalCtx.train = o.train;
     evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPipeline(), low), evalCtx));
+    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPipeline(), low, false), evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
     programs.push_back({"train", c.train.get(),

@@ -114,7 +114,10 @@ bool executesHalf(OpKind op) {
   case OpKind::Slice:
   case OpKind::Reshape:
   case OpKind::Transpose:
-  case OpKind::Expand: return true;
+  case OpKind::Expand:
+  case OpKind::SliceBwd:
+  case OpKind::Pad:
+  case OpKind::PadBwd: return true;
   default: return false;
   }
 }
@@ -143,11 +146,12 @@ Status checkHalfSupport(const Plan& plan) {
 bool isOptimizer(OpKind op) { return op == OpKind::SgdUpdate || op == OpKind::AdamUpdate; }
 
 /// Consecutive optimizer steps that can share one multi-tensor launch: same op, same attributes,
-/// same scalar operands (lr, ok, step).
+/// same scalar operands (lr, ok, step, and the loss scale with grad_scale=1).
 bool groupable(const PlanStep& a, const PlanStep& b) {
   return isOptimizer(a.op) && a.op == b.op && a.attrs == b.attrs && a.inputs[2] == b.inputs[2] &&
          a.inputs[3] == b.inputs[3] && a.inputs[4] == b.inputs[4] &&
-         a.inputs.size() == b.inputs.size();
+         a.inputs.size() == b.inputs.size() &&
+         (!a.attrs.getInt("grad_scale", 0) || a.inputs.back() == b.inputs.back());
 }
 
 /// One unit of work: a step, or a group of optimizer steps (which share a stream). A launch that reads an input keeps a

@@ -199,19 +199,24 @@ TEST(CudaMixedPrecision, ActivationsAndArithmetic) {
     return std::vector<Value*>{
         op1(g, OpKind::ReduceMean, {p[0]}, attrs({{"axes", I{0, 2}}, {"keepdims", int64_t(1)}}))};
   });
+  checkBoth("pad-slice", {f32({2, 3, 5})}, [](Graph& g, auto& p) {
+    Value* q = op1(g, OpKind::Pad, {p[0]},
+                   attrs({{"pads", I{0, 1, 2, 0, 0, 1}}, {"mode", std::string("reflect")}}));
+    return std::vector<Value*>{op1(g, OpKind::Slice, {q},
+                                   attrs({{"starts", I{0, 1, 0}}, {"ends", I{2, 4, 6}},
+                                          {"steps", I{1, 1, 2}}}))};
+  });
   checkBoth("concat-reshape", {f32({2, 3, 4}), f32({2, 5, 4})}, [](Graph& g, auto& p) {
     Value* c = op1(g, OpKind::Concat, {p[0], p[1]}, attrs({{"axis", int64_t(1)}}));
     return std::vector<Value*>{op1(g, OpKind::Reshape, {c}, attrs({{"shape", I{4, 16}}}))};
   });
 }
 
-/// LeNet-5 (samples/lenet5.onnx) trains three bf16 steps on CUDA as on the CPU.
-TEST(CudaMixedPrecision, LeNet5TrainingStepsMatchTheCpu) {
-  HGP_REQUIRE_CUDA();
+void trainLeNet5(const std::string& precision) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
   o.batch = 16;
-  o.precision = "bf16";
+  o.precision = precision;
   o.train.lr = 0.05;
   o.train.momentum = 0.9;
   o.maxStreams = 1;
@@ -246,6 +251,16 @@ TEST(CudaMixedPrecision, LeNet5TrainingStepsMatchTheCpu) {
       EXPECT_TRUE(sameValues(pt, readTensor(**gpu, plan, t), readTensor(*cpu, plan, t), tol))
           << "step " << step << ": " << pt.name;
     }
+  }
+}
+
+/// LeNet-5 (samples/lenet5.onnx) trains three steps on CUDA as on the CPU, in bf16 and in fp16
+/// with loss scaling (the scale, its good-step count and the momentum buffers are compared too).
+TEST(CudaMixedPrecision, LeNet5TrainingStepsMatchTheCpu) {
+  HGP_REQUIRE_CUDA();
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    trainLeNet5(precision);
   }
 }
 

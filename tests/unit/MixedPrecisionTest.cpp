@@ -294,6 +294,148 @@ TEST(MixedPrecision, LeNet5Bf16TracksFp32OnCpu) {
   }
 }
 
+TEST(MixedPrecision, LeNet5Fp16WithLossScalingTracksFp32OnCpu) {
+  const int steps = 5;
+  TrainRun f32 = trainLenet("fp32", steps), f16 = trainLenet("fp16", steps);
+  ASSERT_EQ(f16.losses.size(), size_t(steps));
+  EXPECT_NE(f16.planText.find("LossScaleUpdate("), std::string::npos);
+  EXPECT_NE(f16.planText.find("grad_scale=1"), std::string::npos);
+  for (int s = 0; s < steps; ++s)
+    EXPECT_NEAR(f16.losses[size_t(s)], f32.losses[size_t(s)], 0.01 * f32.losses[size_t(s)])
+        << "step " << s;
+  TrainRun init = trainLenet("fp32", 0);
+  for (const auto& [name, w0] : init.params) {
+    const std::vector<float>&a = f32.params[name], &b = f16.params[name];
+    double diff = 0, step = 0;
+    for (size_t i = 0; i < w0.size(); ++i) {
+      diff += std::pow(double(b[i]) - a[i], 2);
+      step += std::pow(double(a[i]) - w0[i], 2);
+    }
+    std::printf("%s |fp16 - fp32| / |fp32 update| = %.4f\n", name.c_str(), std::sqrt(diff / step));
+    // The gradients are unscaled: a missing or doubled 1/scale would be off by 2^16.
+    EXPECT_LT(std::sqrt(diff), 0.1 * std::sqrt(step)) << name;
+  }
+}
+
+/// fp16 loss scaling on the CPU backend, on the small net: a step whose scaled gradients overflow
+/// is skipped (weights unchanged) and halves the scale; good steps
+/// count up, and after growth_interval of them the scale doubles.
+TEST(MixedPrecision, Fp16LossScalingSkipsAndAdjustsOnTheDevice) {
+  auto g = smallNet();
+  PassContext ctx;
+  ctx.precision = DType::F16;
+  ctx.train.momentum = 0.9;
+  ctx.train.lr = 0.1;
+  ctx.lossScaleInterval = 2;
+  std::vector<std::string> pipeline = trainPipeline();
+  auto at = std::find(pipeline.begin(), pipeline.end(), "add-loss") + 1;
+  pipeline.insert(at, {"mixed-precision", "loss-scaling"});
+  Status st = runPipeline(*g, pipeline, ctx);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  ProgramSource prog{"train", g.get(), {{"input", "x"}, {"labels", "labels"}, {"loss", "loss"},
+                                        {"scale", "loss_scale"}, {"good", "loss_scale.good_steps"},
+                                        {"ok", "ok"}}};
+  auto e = emitPlan({prog}, EmitOptions{});
+  ASSERT_TRUE(e.hasValue()) << e.status().toString();
+  const Plan& plan = e->plan;
+  auto b = createCpuBackend();
+  ASSERT_TRUE(b->load(plan, InitData{e->data, {}}).isOk());
+  std::vector<float> x(4 * 3 * 6 * 6);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& v : x) v = u(rng);
+  std::vector<int64_t> labels = {1, 7, 3, 0};
+  auto readF = [&](const std::string& name) {
+    int t = plan.findTensor(name);
+    EXPECT_GE(t, 0) << name;
+    if (t < 0) return std::vector<float>();
+    std::vector<float> v(size_t(plan.tensors[size_t(t)].type.numElements()));
+    EXPECT_TRUE(b->read(t, v.data()).isOk());
+    return v;
+  };
+  auto scalarF = [&](const char* binding) {
+    float v = 0;
+    EXPECT_TRUE(b->read(plan.binding(binding), &v).isOk());
+    return v;
+  };
+  auto good = [&] {
+    int64_t v = -1;
+    EXPECT_TRUE(b->read(plan.binding("good"), &v).isOk());
+    return v;
+  };
+  auto step = [&] {
+    ASSERT_TRUE(b->write(plan.binding("input"), x.data()).isOk());
+    ASSERT_TRUE(b->write(plan.binding("labels"), labels.data()).isOk());
+    Status rs = b->run("train");
+    ASSERT_TRUE(rs.isOk()) << rs.toString();
+  };
+  EXPECT_EQ(scalarF("scale"), 65536.f);
+  EXPECT_EQ(good(), 0);
+
+  // A scale so large that the f16 gradients overflow while the f32 loss stays finite.
+  float huge = 1e30f;
+  ASSERT_TRUE(b->write(plan.binding("scale"), &huge).isOk());
+  std::vector<float> w = readF("w"), fw = readF("fw36");
+  step();
+  EXPECT_TRUE(std::isfinite(scalarF("loss")));
+  EXPECT_EQ(scalarF("ok"), 0.f) << "the overflowed step must be skipped";
+  EXPECT_EQ(scalarF("scale"), 0.5e30f);
+  EXPECT_EQ(good(), 0);
+  EXPECT_EQ(readF("w"), w) << "a skipped step changes no weight";
+  EXPECT_EQ(readF("fw36"), fw);
+
+  // A workable scale: steps apply, count up, and every second one doubles the scale.
+  float scale = 1024.f;
+  ASSERT_TRUE(b->write(plan.binding("scale"), &scale).isOk());
+  step();
+  EXPECT_EQ(scalarF("ok"), 1.f);
+  EXPECT_EQ(good(), 1);
+  EXPECT_EQ(scalarF("scale"), 1024.f);
+  EXPECT_NE(readF("w"), w) << "a good step updates the weights";
+  step();
+  EXPECT_EQ(good(), 0);
+  EXPECT_EQ(scalarF("scale"), 2048.f);
+  step();
+  EXPECT_EQ(good(), 1);
+  EXPECT_EQ(scalarF("scale"), 2048.f);
+}
+
+/// The update unscales: training with the scale s gives the weights of training with scale 1, up
+/// to f16 rounding of the scaled gradients (powers of two scale exactly unless they under- or
+/// overflow).
+TEST(MixedPrecision, Fp16UpdatesDoNotDependOnTheScale) {
+  std::map<float, std::vector<float>> weights;
+  for (float scale : {1.f, 256.f, 4096.f}) {
+    auto g = smallNet();
+    PassContext ctx;
+    ctx.precision = DType::F16;
+    ctx.train.lr = 0.1;
+    ctx.initialLossScale = scale;
+    std::vector<std::string> pipeline = trainPipeline();
+    pipeline.insert(std::find(pipeline.begin(), pipeline.end(), "add-loss") + 1,
+                    {"mixed-precision", "loss-scaling"});
+    ASSERT_TRUE(runPipeline(*g, pipeline, ctx).isOk());
+    ProgramSource prog{"train", g.get(), {{"input", "x"}, {"labels", "labels"}}};
+    auto e = emitPlan({prog}, EmitOptions{});
+    ASSERT_TRUE(e.hasValue());
+    auto b = createCpuBackend();
+    ASSERT_TRUE(b->load(e->plan, InitData{e->data, {}}).isOk());
+    std::vector<float> x(4 * 3 * 6 * 6, 0.25f);
+    for (size_t i = 0; i < x.size(); i += 3) x[i] = -0.5f;
+    std::vector<int64_t> labels = {1, 7, 3, 0};
+    ASSERT_TRUE(b->write(e->plan.binding("input"), x.data()).isOk());
+    ASSERT_TRUE(b->write(e->plan.binding("labels"), labels.data()).isOk());
+    ASSERT_TRUE(b->run("train").isOk());
+    int t = e->plan.findTensor("fw36");
+    std::vector<float>& v = weights[scale];
+    v.resize(size_t(e->plan.tensors[size_t(t)].type.numElements()));
+    ASSERT_TRUE(b->read(t, v.data()).isOk());
+  }
+  for (float scale : {256.f, 4096.f})
+    for (size_t i = 0; i < weights[1.f].size(); ++i)
+      ASSERT_NEAR(weights[scale][i], weights[1.f][i], 1e-4) << "scale " << scale << " element " << i;
+}
+
 TEST(MixedPrecision, RejectsWhatItDoesNotSupport) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
