@@ -273,6 +273,8 @@ def main():
                     help="time torch.compile only for these cases (default: every case); its "
                          "compile takes about a minute per model")
     ap.add_argument("--steps", type=int, default=160)
+    ap.add_argument("--hgpc-precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"],
+                    help="hgpc compile --precision (docs/precision.md); torch stays fp32/TF32")
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     ap.add_argument("--op-times", action="store_true", help="also write optimes.txt")
     ap.add_argument("--single-stream", action="store_true",
@@ -308,7 +310,8 @@ def main():
             if ot and os.path.exists(ot):
                 os.remove(ot)
             rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec)
+            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec,
+                                  extra=("--precision", args.hgpc_precision))
             if ot:
                 breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
                 breakdown += summarize_hgpc_op_times(ot)
@@ -317,7 +320,8 @@ def main():
         if args.single_stream:
             try:
                 r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                             extra=SINGLE_STREAM, tag="-1s")
+                                             extra=(*SINGLE_STREAM, "--precision", args.hgpc_precision),
+                                             tag="-1s")
                 if "hgpc" in r:
                     r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
