@@ -54,6 +54,42 @@ TEST(Half, F16RoundsToNearestEvenWithSubnormalsAndOverflow) {
   }
 }
 
+/// Cast chains on the CPU backend round exactly as Half.h does: f32 -> bf16 -> f16 -> f32, and a
+/// bf16 Relu (the backend's widen, compute, round path) in between.
+TEST(Half, CastsOnTheCpuBackendRoundToNearestEven) {
+  Graph g("casts");
+  const int64_t n = 7;
+  Value* x = *g.addGraphValue("x", TensorRole::Input, {DType::F32, {n}});
+  auto cast = [&](Value* v, const char* to) {
+    AttrMap a;
+    a.setString("to", to);
+    return (*g.addNode(OpKind::Cast, {v}, a, std::string("to_") + to))->output(0);
+  };
+  Value* b = cast(x, "bf16");
+  Value* r = (*g.addNode(OpKind::Relu, {b}, {}, "relu"))->output(0);
+  Value* y = cast(cast(r, "f16"), "f32");
+  g.addOutput(y);
+  auto e = emitPlan({ProgramSource{"step", &g, {{"x", "x"}, {"y", y->name()}}}}, EmitOptions{});
+  ASSERT_TRUE(e.hasValue()) << e.status().toString();
+  auto be = createCpuBackend();
+  ASSERT_TRUE(be->load(e->plan, InitData{e->data, {}}).isOk());
+  std::vector<float> in = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 70000.f, 1e-9f,
+                           std::ldexp(1.0f, -20), 3.14159f};
+  ASSERT_TRUE(be->write(e->plan.binding("x"), in.data()).isOk());
+  ASSERT_TRUE(be->run("step").isOk());
+  std::vector<float> out(n);
+  ASSERT_TRUE(be->read(e->plan.binding("y"), out.data()).isOk());
+  for (int64_t i = 0; i < n; ++i) {
+    float want = halfToFloat(floatToHalf(std::max(0.f, bf16ToFloat(floatToBf16(in[size_t(i)])))));
+    EXPECT_EQ(out[size_t(i)], want) << i;
+  }
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 1.0f + 4.0f / 256);
+  EXPECT_EQ(out[2], 0.f);
+  EXPECT_TRUE(std::isinf(out[3])) << "70000 is a bf16 but overflows f16";
+  EXPECT_EQ(out[4], 0.f) << "1e-9 underflows f16";
+}
+
 // ---- The pass on a small net ---------------------------------------------------------------
 
 std::shared_ptr<TensorData> randomData(const TensorType& t, uint32_t seed, float lo = -0.5f,
