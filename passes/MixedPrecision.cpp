@@ -29,17 +29,23 @@ namespace hgp {
 
 namespace {
 
-bool isFloat(DType t) { return t == DType::F32 || isHalfDType(t); }
+bool isFloat(DType t) {
+  return t == DType::F32 || isHalfDType(t);
+}
 
 /// The dtype operand `i` of `n` must have: float32 for the operands that stay float32 in every
 /// precision, `low` for the rest.
 DType operandDType(const Node& n, size_t i, DType low) {
   switch (n.op()) {
   case OpKind::BatchNorm:
-  case OpKind::BatchNormTrain: return i == 0 ? low : DType::F32;
-  case OpKind::BatchNormBwd: return i <= 1 ? low : DType::F32;
-  case OpKind::Cast: return n.input(i)->dtype();
-  default: break;
+  case OpKind::BatchNormTrain:
+    return i == 0 ? low : DType::F32;
+  case OpKind::BatchNormBwd:
+    return i <= 1 ? low : DType::F32;
+  case OpKind::Cast:
+    return n.input(i)->dtype();
+  default:
+    break;
   }
   const char* family = opTraits(n.op()).family;
   for (const char* f32Family : {"Loss", "Control", "Optim", "Collective"})
@@ -70,8 +76,10 @@ private:
     // binds (the logits) keep meaning float32 values.
     bool takeName = t == DType::F32 && !v->isGraphLevel();
     std::string name = v->name();
-    if (takeName) HGP_TRY(g_.renameValue(v, g_.uniqueName(name + "." + dtypeName(v->dtype()))));
-    else name = g_.uniqueName(name + "." + dtypeName(t));
+    if (takeName)
+      HGP_TRY(g_.renameValue(v, g_.uniqueName(name + "." + dtypeName(v->dtype()))));
+    else
+      name = g_.uniqueName(name + "." + dtypeName(t));
     g_.setInsertionPoint(user);
     HGP_ASSIGN_OR_RETURN(Node * c, g_.addNode(OpKind::Cast, {v}, a, "cast/" + name, 1,
                                               TensorRole::Activation, {name}));

@@ -15,7 +15,9 @@
 namespace hgp {
 
 /// Whether `t` is a 16-bit float storage type (bf16 or f16).
-inline bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
+inline bool isHalfDType(DType t) {
+  return t == DType::BF16 || t == DType::F16;
+}
 
 inline uint32_t floatBits(float f) {
   uint32_t u;
@@ -29,7 +31,9 @@ inline float bitsFloat(uint32_t u) {
 }
 
 /// bf16 -> float32 (exact).
-inline float bf16ToFloat(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
+inline float bf16ToFloat(uint16_t h) {
+  return bitsFloat(uint32_t(h) << 16);
+}
 
 /// float32 -> bf16, round to nearest even.
 inline uint16_t floatToBf16(float f) {

@@ -116,12 +116,11 @@ TEST(CudaMixedPrecision, MatrixProducts) {
       Shape a = ta ? Shape{5, 3} : Shape{3, 5}, b = tb ? Shape{4, 5} : Shape{5, 4};
       checkBoth("gemm" + std::to_string(ta) + std::to_string(tb), {f32(a), f32(b), f32({4})},
                 [&](Graph& g, auto& p) {
-                  return std::vector<Value*>{
-                      op1(g, OpKind::Gemm, {p[0], p[1], p[2]},
-                          attrs({{"transA", int64_t(ta)},
-                                 {"transB", int64_t(tb)},
-                                 {"alpha", 0.7},
-                                 {"beta", 1.3}}))};
+                  return std::vector<Value*>{op1(g, OpKind::Gemm, {p[0], p[1], p[2]},
+                                                 attrs({{"transA", int64_t(ta)},
+                                                        {"transB", int64_t(tb)},
+                                                        {"alpha", 0.7},
+                                                        {"beta", 1.3}}))};
                 });
     }
   checkBoth("matmul-batched", {f32({2, 1, 3, 4}), f32({3, 4, 2})}, [](Graph& g, auto& p) {
@@ -132,23 +131,22 @@ TEST(CudaMixedPrecision, MatrixProducts) {
 TEST(CudaMixedPrecision, BatchNorm) {
   HGP_REQUIRE_CUDA();
   for (Shape x : {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}})
-    checkBoth("bn-train " + shapeToString(x), {f32(x), f32({x[1]}), f32({x[1]})},
-              [](Graph& g, auto& p) {
-                int64_t c = p[0]->shape()[1];
-                Node* bn = addNode(g, OpKind::BatchNormTrain, {p[0], p[1], p[2]},
-                                   attrs({{"epsilon", 1e-5}}));
-                Value* rm = addValue(g, "running_mean", TensorRole::State, f32({c}));
-                Value* rv =
-                    addValue(g, "running_var", TensorRole::State, f32({c}), filled(f32({c}), 1.f));
-                Node* upd = addNode(
-                    g, OpKind::BnRunningUpdate, {rm, rv, bn->output(1), bn->output(2)},
-                    attrs({{"momentum", 0.9},
-                           {"unbiased", int64_t(1)},
-                           {"count", p[0]->type().numElements() / c}}));
-                g.addCarry(rm, upd->output(0));
-                g.addCarry(rv, upd->output(1));
-                return std::vector<Value*>{bn->output(0)};
-              });
+    checkBoth(
+        "bn-train " + shapeToString(x), {f32(x), f32({x[1]}), f32({x[1]})}, [](Graph& g, auto& p) {
+          int64_t c = p[0]->shape()[1];
+          Node* bn =
+              addNode(g, OpKind::BatchNormTrain, {p[0], p[1], p[2]}, attrs({{"epsilon", 1e-5}}));
+          Value* rm = addValue(g, "running_mean", TensorRole::State, f32({c}));
+          Value* rv =
+              addValue(g, "running_var", TensorRole::State, f32({c}), filled(f32({c}), 1.f));
+          Node* upd = addNode(g, OpKind::BnRunningUpdate, {rm, rv, bn->output(1), bn->output(2)},
+                              attrs({{"momentum", 0.9},
+                                     {"unbiased", int64_t(1)},
+                                     {"count", p[0]->type().numElements() / c}}));
+          g.addCarry(rm, upd->output(0));
+          g.addCarry(rv, upd->output(1));
+          return std::vector<Value*>{bn->output(0)};
+        });
   checkBoth("bn-frozen", {f32({2, 3, 5, 5}), f32({3}), f32({3})}, [](Graph& g, auto& p) {
     TensorType c = f32({3});
     Value* mean = addValue(g, "mean", TensorRole::State, c, dataOf(c, uniformBytes(c, 5)));
@@ -161,13 +159,16 @@ TEST(CudaMixedPrecision, BatchNorm) {
 TEST(CudaMixedPrecision, Pooling) {
   HGP_REQUIRE_CUDA();
   checkBoth("maxpool2x2", {f32({2, 3, 8, 8})}, [](Graph& g, auto& p) {
-    return std::vector<Value*>{op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({2, 2}, {2, 2}, {0, 0, 0, 0}))};
+    return std::vector<Value*>{
+        op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({2, 2}, {2, 2}, {0, 0, 0, 0}))};
   });
   checkBoth("maxpool3x3", {f32({2, 3, 9, 9})}, [](Graph& g, auto& p) {
-    return std::vector<Value*>{op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}))};
+    return std::vector<Value*>{
+        op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}))};
   });
   checkBoth("maxpool-general", {f32({2, 3, 9, 9})}, [](Graph& g, auto& p) {
-    return std::vector<Value*>{op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({2, 3}, {1, 2}, {0, 1, 0, 1}))};
+    return std::vector<Value*>{
+        op1(g, OpKind::MaxPool, {p[0]}, poolAttrs({2, 3}, {1, 2}, {0, 1, 0, 1}))};
   });
   checkBoth("avgpool", {f32({2, 3, 7, 7})}, [](Graph& g, auto& p) {
     return std::vector<Value*>{
@@ -181,9 +182,8 @@ TEST(CudaMixedPrecision, Pooling) {
 TEST(CudaMixedPrecision, ActivationsAndArithmetic) {
   HGP_REQUIRE_CUDA();
   for (OpKind op : {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::HardSwish})
-    checkBoth(std::string("act ") + opName(op), {f32({3, 5, 7})}, [&](Graph& g, auto& p) {
-      return std::vector<Value*>{op1(g, op, {p[0]})};
-    });
+    checkBoth(std::string("act ") + opName(op), {f32({3, 5, 7})},
+              [&](Graph& g, auto& p) { return std::vector<Value*>{op1(g, op, {p[0]})}; });
   checkBoth("add-per-channel", {f32({2, 3, 4, 5}), f32({3, 1, 1})}, [](Graph& g, auto& p) {
     return std::vector<Value*>{op1(g, OpKind::Add, {p[0], p[1]})};
   });
@@ -202,9 +202,9 @@ TEST(CudaMixedPrecision, ActivationsAndArithmetic) {
   checkBoth("pad-slice", {f32({2, 3, 5})}, [](Graph& g, auto& p) {
     Value* q = op1(g, OpKind::Pad, {p[0]},
                    attrs({{"pads", I{0, 1, 2, 0, 0, 1}}, {"mode", std::string("reflect")}}));
-    return std::vector<Value*>{op1(g, OpKind::Slice, {q},
-                                   attrs({{"starts", I{0, 1, 0}}, {"ends", I{2, 4, 6}},
-                                          {"steps", I{1, 1, 2}}}))};
+    return std::vector<Value*>{
+        op1(g, OpKind::Slice, {q},
+            attrs({{"starts", I{0, 1, 0}}, {"ends", I{2, 4, 6}}, {"steps", I{1, 1, 2}}}))};
   });
   checkBoth("concat-reshape", {f32({2, 3, 4}), f32({2, 5, 4})}, [](Graph& g, auto& p) {
     Value* c = op1(g, OpKind::Concat, {p[0], p[1]}, attrs({{"axis", int64_t(1)}}));

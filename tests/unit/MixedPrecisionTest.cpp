@@ -36,12 +36,12 @@ TEST(Half, F16RoundsToNearestEvenWithSubnormalsAndOverflow) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
   EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00); // the tie rounds to even: infinity
-  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);      // tie -> even
-  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);      // tie -> even
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);   // smallest subnormal
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);   // tie -> even (zero)
-  EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -25)), 0x0002);   // tie -> even
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);              // the tie rounds to even: infinity
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);    // tie -> even
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);    // tie -> even
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001); // smallest subnormal
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000); // tie -> even (zero)
+  EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -25)), 0x0002); // tie -> even
   EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
   EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(halfToFloat(0xfbff), -65504.0f);
@@ -73,7 +73,7 @@ TEST(Half, CastsOnTheCpuBackendRoundToNearestEven) {
   ASSERT_TRUE(e.hasValue()) << e.status().toString();
   auto be = createCpuBackend();
   ASSERT_TRUE(be->load(e->plan, InitData{e->data, {}}).isOk());
-  std::vector<float> in = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 70000.f, 1e-9f,
+  std::vector<float> in = {1.0f + 1.0f / 256,     1.0f + 3.0f / 256, -2.5f, 70000.f, 1e-9f,
                            std::ldexp(1.0f, -20), 3.14159f};
   ASSERT_TRUE(be->write(e->plan.binding("x"), in.data()).isOk());
   ASSERT_TRUE(be->run("step").isOk());
@@ -231,8 +231,7 @@ TEST(MixedPrecision, WholeTrainStepKeepsMastersAndGradientsF32) {
   for (const Node* n : g->nodes()) {
     casts += n->op() == OpKind::Cast;
     if (n->op() == OpKind::SgdUpdate)
-      for (const Value* in : n->inputs())
-        EXPECT_NE(in->dtype(), DType::BF16) << n->describe();
+      for (const Value* in : n->inputs()) EXPECT_NE(in->dtype(), DType::BF16) << n->describe();
     if (n->op() == OpKind::ConvBwdData || n->op() == OpKind::ConvBwdFilter)
       EXPECT_EQ(n->output(0)->dtype(), DType::BF16) << n->describe();
     if (n->op() == OpKind::BatchNormBwd) {
@@ -372,9 +371,14 @@ TEST(MixedPrecision, Fp16LossScalingSkipsAndAdjustsOnTheDevice) {
   pipeline.insert(at, {"mixed-precision", "loss-scaling"});
   Status st = runPipeline(*g, pipeline, ctx);
   ASSERT_TRUE(st.isOk()) << st.toString();
-  ProgramSource prog{"train", g.get(), {{"input", "x"}, {"labels", "labels"}, {"loss", "loss"},
-                                        {"scale", "loss_scale"}, {"good", "loss_scale.good_steps"},
-                                        {"ok", "ok"}}};
+  ProgramSource prog{"train",
+                     g.get(),
+                     {{"input", "x"},
+                      {"labels", "labels"},
+                      {"loss", "loss"},
+                      {"scale", "loss_scale"},
+                      {"good", "loss_scale.good_steps"},
+                      {"ok", "ok"}}};
   auto e = emitPlan({prog}, EmitOptions{});
   ASSERT_TRUE(e.hasValue()) << e.status().toString();
   const Plan& plan = e->plan;
@@ -473,7 +477,8 @@ TEST(MixedPrecision, Fp16UpdatesDoNotDependOnTheScale) {
   }
   for (float scale : {256.f, 4096.f})
     for (size_t i = 0; i < weights[1.f].size(); ++i)
-      ASSERT_NEAR(weights[scale][i], weights[1.f][i], 1e-4) << "scale " << scale << " element " << i;
+      ASSERT_NEAR(weights[scale][i], weights[1.f][i], 1e-4)
+          << "scale " << scale << " element " << i;
 }
 
 /// Batch slicing keeps the math: a bf16 plan split 2 ways and pipelined 2 deep trains like the
