@@ -201,6 +201,17 @@ template <> __device__ __forceinline__ __half fromFloat<__half>(float v) {
   return __float2half_rn(v);
 }
 
+/// The elements of one 16-byte load or store (eight of a 16-bit type): the vector path of the
+/// 16-bit kernels.
+template <typename T> struct Pack16B {
+  static constexpr int kN = int(16 / sizeof(T));
+  union {
+    uint4 raw;
+    T e[kN];
+  };
+  __device__ Pack16B() {}
+};
+
 // ---- Device helpers ------------------------------------------------------------------------
 
 #define HGP_GRID_LOOP(i, n)                                                                        \
