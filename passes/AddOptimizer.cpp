@@ -6,7 +6,10 @@
 // BN running-statistics updates are gated by ok too, so a skipped step changes no state. Then it
 // counts applied updates (opt_step, which drives Adam's bias correction and SGD's first-step
 // momentum), logs (loss, correct, ok, lr) into the metrics ring, and increments iter. Every
-// persistent change is a carry, written in place by the plan.
+// persistent change is a carry, written in place by the plan. With fp16 loss scaling
+// (passes/LossScaling.cpp) the updates unscale the gradients (grad_scale=1, the scale as their
+// last input) and LossScaleUpdate halves the scale after a skipped step, doubles it after a run
+// of good ones.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "passes/Pass.h"
@@ -71,9 +74,11 @@ Status runAddOptimizer(Graph& g, PassContext& ctx) {
   HGP_ASSIGN_OR_RETURN(Value * optStep, state(g, names::kOptStep, {DType::I64, {}}));
 
   double wd = o.effectiveWeightDecay();
+  Value* lossScale = g.findValue(names::kLossScale);
   for (const auto& [p, grad] : ctx.paramGrads) {
     AttrMap a;
     a.setFloat("weight_decay", wd);
+    if (lossScale) a.setInt("grad_scale", 1);
     std::vector<Value*> ins = {p, grad, lr, ok, optStep};
     OpKind op = OpKind::SgdUpdate;
     if (o.optimizer == "sgd") {
@@ -95,11 +100,24 @@ Status runAddOptimizer(Graph& g, PassContext& ctx) {
       ins.push_back(m);
       ins.push_back(v);
     }
+    if (lossScale) ins.push_back(lossScale);
     HGP_ASSIGN_OR_RETURN(Node * u, g.addNode(op, ins, a, "optimizer/" + p->name()));
     g.addCarry(p, u->output(0));
     for (size_t i = 1; i < u->numOutputs(); ++i) g.addCarry(ins[4 + i], u->output(i));
   }
   ctx.stats["add-optimizer.parameters"] += int64_t(ctx.paramGrads.size());
+  if (lossScale) {
+    Value* good = g.findValue(names::kLossScaleGood);
+    if (!good) return Status(ErrorCode::Internal, "loss scaling without its good-step counter");
+    AttrMap a;
+    a.setFloat("growth_factor", ctx.lossScaleGrowth);
+    a.setFloat("backoff_factor", ctx.lossScaleBackoff);
+    a.setInt("growth_interval", ctx.lossScaleInterval);
+    HGP_ASSIGN_OR_RETURN(Node * upd, g.addNode(OpKind::LossScaleUpdate, {lossScale, good, ok}, a,
+                                               "optimizer/loss_scale"));
+    g.addCarry(lossScale, upd->output(0));
+    g.addCarry(good, upd->output(1));
+  }
 
   for (Node* n : std::vector<Node*>(g.nodes()))
     if (n->op() == OpKind::BnRunningUpdate && n->numInputs() == 4) HGP_TRY(appendInput(g, n, ok));

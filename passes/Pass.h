@@ -66,6 +66,13 @@ struct PassContext {
   std::ostream* log = nullptr; ///< Where --print-after-all writes.
   /// Counters passes bump ("autodiff.nodes-added"), printed with --stats.
   std::map<std::string, int64_t> stats;
+  /// The dtype of activations and their gradients: F32, or BF16/F16 for --precision bf16|fp16
+  /// (the mixed-precision pass reads it; F32 makes that pass a no-op).
+  DType precision = DType::F32;
+  /// fp16 loss scaling (passes/LossScaling.cpp): the first scale, and GradScaler's growth and
+  /// backoff factors and growth interval.
+  double initialLossScale = 65536.0, lossScaleGrowth = 2.0, lossScaleBackoff = 0.5;
+  int64_t lossScaleInterval = 2000;
   /// Filled by autodiff: each parameter and the value holding its gradient.
   std::vector<std::pair<Value*, Value*>> paramGrads;
 };

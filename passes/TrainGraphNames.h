@@ -14,5 +14,9 @@ inline constexpr const char* kOptStep = "opt_step";
 inline constexpr const char* kLr = "lr";
 inline constexpr const char* kOk = "ok";
 inline constexpr const char* kMetrics = "metrics";
+/// fp16 loss scaling (passes/MixedPrecision.cpp): the scale the loss gradient starts from, and the
+/// count of finite steps in a row since it last changed.
+inline constexpr const char* kLossScale = "loss_scale";
+inline constexpr const char* kLossScaleGood = "loss_scale.good_steps";
 
 } // namespace hgp::names

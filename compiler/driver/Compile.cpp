@@ -39,11 +39,42 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   return m;
 }
 
+/// The pipeline with the mixed-precision pass right after add-loss, when the precision asks for
+/// 16-bit activations, and (fp16 training) loss scaling after it.
+std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType low,
+                                       bool training) {
+  if (low == DType::F32) return pipeline;
+  auto it = std::find(pipeline.begin(), pipeline.end(), "add-loss");
+  if (it == pipeline.end() ||
+      std::find(pipeline.begin(), pipeline.end(), "mixed-precision") != pipeline.end())
+    return pipeline;
+  it = pipeline.insert(it + 1, "mixed-precision");
+  if (training && low == DType::F16) pipeline.insert(it + 1, "loss-scaling");
+  return pipeline;
+}
+
 } // namespace
+
+Expected<DType> activationDType(const std::string& precision) {
+  if (precision == "fp32" || precision == "tf32") return DType::F32;
+  if (precision == "bf16") return DType::BF16;
+  if (precision == "fp16") return DType::F16;
+  return Status(ErrorCode::Usage,
+                "--precision must be fp32, tf32, bf16 or fp16, not '" + precision + "'");
+}
 
 Expected<Compilation> compileModel(const CompileOptions& o) {
   Compilation c;
+  HGP_ASSIGN_OR_RETURN(DType low, activationDType(o.precision));
+  if (low != DType::F32 && !o.training)
+    return Status(ErrorCode::Usage, "--precision " + o.precision +
+                                        " is mixed-precision training; --forward-only plans are "
+                                        "fp32 or tf32");
+  if (low != DType::F32 && o.train.syncBn)
+    return Status(ErrorCode::Usage, "--sync-bn does not support --precision " + o.precision +
+                                        " yet (use fp32 or tf32)");
   c.ctx.train = o.train;
+  c.ctx.precision = low;
   c.ctx.printAfterAll = o.printAfterAll;
   c.ctx.log = o.log;
   if (o.training) HGP_TRY(o.train.validate());
@@ -79,12 +110,14 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? trainPipeline() : o.passes, c.ctx));
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPipeline(), low, true) : o.passes,
+                        c.ctx));
     PassContext evalCtx;
     evalCtx.train = o.train;
+    evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, evalPipeline(), evalCtx));
+    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPipeline(), low, false), evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
     programs.push_back({"train", c.train.get(),

@@ -34,7 +34,9 @@ struct CompileOptions {
   /// embedding them in the executable.
   bool referenceWeights = false;
   /// Math mode: "tf32" lets convolutions and matrix products round fp32 inputs to TF32 on
-  /// tensor cores (the default, as PyTorch's cuDNN convolutions do); "fp32" forbids it.
+  /// tensor cores (the default, as PyTorch's cuDNN convolutions do); "fp32" forbids it; "bf16"
+  /// and "fp16" train in mixed precision (docs/precision.md): 16-bit activations and gradients,
+  /// float32 master weights, optimizer state and loss.
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
@@ -65,6 +67,9 @@ struct Compilation {
 };
 
 Expected<Compilation> compileModel(const CompileOptions& options);
+
+/// The activation dtype of a --precision: F32 for fp32 and tf32, BF16, F16; else a usage error.
+Expected<DType> activationDType(const std::string& precision);
 
 /// Packs a compilation into a bundle: the plan text, the data section (moved out of `c`), and
 /// the save template with the trained tensors cut out.

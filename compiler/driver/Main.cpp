@@ -4,7 +4,7 @@
 //   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
 //                [--max-streams N] [--records FILE] [slicing options] [training options]
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
-//             [--precision fp32|tf32] [--records FILE]
+//             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
@@ -177,8 +177,9 @@ int main(int argc, char** argv) {
                       "the model file at start")
       ->check(CLI::IsMember({"embed", "reference"}));
   compile->add_option("--precision", co.precision,
-                      "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs) or fp32")
-      ->check(CLI::IsMember({"fp32", "tf32"}));
+                      "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs), fp32, "
+                      "or mixed precision: bf16, fp16 (docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
   bool noReuse = false;
   compile->add_flag("--no-buffer-reuse", noReuse,
@@ -219,8 +220,8 @@ int main(int argc, char** argv) {
       ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
       ->check(CLI::Range(1, kMaxPlanStreams));
-  plan->add_option("--precision", co.precision, "tf32 (default) or fp32")
-      ->check(CLI::IsMember({"fp32", "tf32"}));
+  plan->add_option("--precision", co.precision, "tf32 (default), fp32, bf16 or fp16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   plan->add_option("--records", co.records,
                    "measurements of a profiling run (EXE --profile FILE) to use in place of the "
                    "cost model's estimates")

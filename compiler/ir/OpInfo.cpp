@@ -82,6 +82,22 @@ Status requireF32(const InferContext& ctx, size_t i, const char* what) {
   return Status::ok();
 }
 
+Status requireFloat(const InferContext& ctx, size_t i, const char* what) {
+  DType t = ctx.in(i).dtype;
+  if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
+    return ctx.fail(std::string(what) + " must be f32, bf16 or f16, not " + dtypeName(t));
+  return Status::ok();
+}
+
+Status requireSameFloat(const InferContext& ctx, size_t i, size_t ref, const char* what) {
+  HGP_TRY(requireFloat(ctx, i, what));
+  if (ctx.in(i).dtype != ctx.in(ref).dtype)
+    return ctx.fail(std::string(what) + " is " + dtypeName(ctx.in(i).dtype) + " but operand " +
+                    std::to_string(ref) + " is " + dtypeName(ctx.in(ref).dtype) +
+                    " (mixed dtypes need an explicit Cast)");
+  return Status::ok();
+}
+
 Expected<std::vector<int64_t>> intsOfLength(const InferContext& ctx, const char* name, size_t n) {
   HGP_ASSIGN_OR_RETURN(auto v, ctx.attrs.requireInts(name));
   if (v.size() != n)

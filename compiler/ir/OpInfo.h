@@ -49,6 +49,12 @@ Expected<Shape> broadcastShapes(const Shape& a, const Shape& b);
 Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 /// Requires a float32 input at position i.
 Status requireF32(const InferContext& ctx, size_t i, const char* what);
+/// Requires a floating-point compute input at position i: f32, or the bf16/f16 storage that
+/// mixed precision (passes/MixedPrecision.cpp) gives activations and their gradients.
+Status requireFloat(const InferContext& ctx, size_t i, const char* what);
+/// Requires input i to be a float of the same dtype as input `ref` (no implicit promotion: the
+/// mixed-precision pass inserts a Cast where types differ).
+Status requireSameFloat(const InferContext& ctx, size_t i, size_t ref, const char* what);
 /// Reads a list attribute that must have exactly `n` entries.
 Expected<std::vector<int64_t>> intsOfLength(const InferContext& ctx, const char* name, size_t n);
 

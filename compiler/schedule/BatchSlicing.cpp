@@ -40,6 +40,7 @@ bool allPerSample(OpKind op) {
   case OpKind::LRN:
   case OpKind::LRNBwd:
   case OpKind::Reshape:
+  case OpKind::Cast:
     return true;
   default:
     return false;
@@ -375,6 +376,9 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
     b.in[0] = b.out[0] = true;
     return b;
   case OpKind::ConvBwdFilter:
+    // Slices add into dW; a 16-bit dW (mixed precision) would round every partial sum to 8 or
+    // 11 bits, which is more than reassociation, so it stays whole.
+    if (tensor(s.outputs[0]).type.dtype != DType::F32) return std::nullopt;
     if (!batched(s.inputs[0]) || !batched(s.inputs[1])) return std::nullopt;
     b.in[0] = b.in[1] = true;
     b.accumulates = true;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "passes/Pass.h"
+#include "passes/TrainGraphNames.h"
 #include "passes/autodiff/GradContext.h"
 
 #include <map>
@@ -48,13 +49,19 @@ Status runAutodiff(Graph& g, PassContext& ctx) {
   if (!needsGrad.count(loss))
     return Status(ErrorCode::InvalidModel, "the loss does not depend on any trainable parameter");
 
-  // Seed dloss/dloss = 1.
-  auto seedData = std::make_shared<TensorData>();
-  seedData->type = {DType::F32, {}};
-  float one = 1.0f;
-  seedData->bytes.assign(reinterpret_cast<uint8_t*>(&one), reinterpret_cast<uint8_t*>(&one) + 4);
-  HGP_ASSIGN_OR_RETURN(Value * seed, g.addGraphValue(g.uniqueName("loss.seed"), TensorRole::Const,
-                                                     seedData->type, seedData));
+  // Seed dloss/dloss = 1, or the loss scale (fp16, passes/LossScaling.cpp): then every gradient
+  // is scaled by it, and add-optimizer unscales.
+  Value* seed = g.findValue(names::kLossScale);
+  if (!seed) {
+    auto seedData = std::make_shared<TensorData>();
+    seedData->type = {DType::F32, {}};
+    float one = 1.0f;
+    seedData->bytes.assign(reinterpret_cast<uint8_t*>(&one), reinterpret_cast<uint8_t*>(&one) + 4);
+    HGP_ASSIGN_OR_RETURN(seed, g.addGraphValue(g.uniqueName("loss.seed"), TensorRole::Const,
+                                               seedData->type, seedData));
+  } else if (seed->type() != TensorType{DType::F32, {}}) {
+    return Status(ErrorCode::Internal, "the loss scale must be an f32 scalar");
+  }
   std::map<const Value*, std::vector<Value*>> pending;
   pending[loss].push_back(seed);
 

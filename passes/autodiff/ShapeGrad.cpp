@@ -78,4 +78,12 @@ Status gradExpand(GradContext& ctx) {
   return Status::ok();
 }
 
+Status gradCast(GradContext& ctx) {
+  AttrMap a;
+  a.setString("to", dtypeName(ctx.in(0)->dtype()));
+  HGP_ASSIGN_OR_RETURN(Value * dx, ctx.emit1(OpKind::Cast, {ctx.outGrad(0)}, a));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 } // namespace hgp

@@ -97,4 +97,25 @@ Status execMetricsLog(KernelArgs& a) {
   return Status::ok();
 }
 
+Status execLossScaleUpdate(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 2, 2));
+  HGP_TRY(checkScalar(a, a.in[0], DType::F32, "scale"));
+  HGP_TRY(checkScalar(a, a.in[1], DType::I64, "good"));
+  HGP_TRY(checkScalar(a, a.in[2], DType::F32, "ok"));
+  HGP_TRY(checkScalar(a, a.out[0], DType::F32, "scale"));
+  HGP_TRY(checkScalar(a, a.out[1], DType::I64, "good"));
+  float scale = a.in[0].f32()[0];
+  int64_t good = a.in[1].as<int64_t>()[0];
+  if (a.in[2].f32()[0] == 0.f) {
+    scale = scale * float(a.attrs().getFloat("backoff_factor", 0.5));
+    good = 0;
+  } else if (++good >= a.attrs().getInt("growth_interval", 2000)) {
+    scale = scale * float(a.attrs().getFloat("growth_factor", 2.0));
+    good = 0;
+  }
+  a.out[0].f32()[0] = scale;
+  a.out[1].as<int64_t>()[0] = good;
+  return Status::ok();
+}
+
 } // namespace hgp::cpu

@@ -1,6 +1,11 @@
 // CpuBackend.cpp - the CPU reference backend: executes a plan's steps in order on host memory.
+//
+// Mixed precision: executors compute in float32 only. A step that touches bf16 or f16 tensors
+// gets float32 copies of them (widened exactly), and its 16-bit results are rounded back to
+// nearest even when it returns: "store 16-bit, compute in f32". Cast converts by itself.
 #include "runtime/Backend.h"
-#include "runtime/cpu/CpuKernel.h"
+#include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/Half.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -74,7 +79,15 @@ public:
       args.out.reserve(step.outputs.size());
       for (int i : step.inputs) args.in.push_back(views_[size_t(i)]);
       for (int o : step.outputs) args.out.push_back(views_[size_t(o)]);
+      if (step.op == OpKind::Cast || !touchesHalf(args)) {
+        HGP_TRY(kExec[int(step.op)](args));
+        continue;
+      }
+      widened_.clear();
+      for (auto& v : args.in) v = widen(v);
+      for (auto& v : args.out) v = widen(v);
       HGP_TRY(kExec[int(step.op)](args));
+      for (int o : step.outputs) narrow(views_[size_t(o)]);
     }
     return Status::ok();
   }
@@ -103,6 +116,56 @@ private:
     const PlanTensor& t = plan_->tensors[size_t(i)];
     return (t.storage == StorageClass::Persistent ? persistent_.get() : transient_.get()) + t.offset;
   }
+
+  static bool touchesHalf(const cpu::KernelArgs& a) {
+    for (const auto& v : a.in)
+      if (isHalfDType(v.dtype)) return true;
+    for (const auto& v : a.out)
+      if (isHalfDType(v.dtype)) return true;
+    return false;
+  }
+
+  /// A float32 copy of a 16-bit tensor for the current step (views of the same bytes share it,
+  /// so in-place results and accumulate=1 see the stored value); other tensors pass through.
+  cpu::TensorView widen(const cpu::TensorView& v) {
+    if (!isHalfDType(v.dtype)) return v;
+    for (Widened& w : widened_)
+      if (w.src == v.data && w.n == v.numel()) return {DType::F32, v.shape, w.buf.data()};
+    Widened& w = widened_.emplace_back();
+    w.src = v.data;
+    w.n = v.numel();
+    w.dtype = v.dtype;
+    w.buf.resize(size_t(w.n));
+    const uint16_t* src = v.as<uint16_t>();
+    float* dst = w.buf.data();
+    cpu::parallelElementwise(w.n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = loadHalf(v.dtype, src, i);
+    });
+    return {DType::F32, v.shape, w.buf.data()};
+  }
+
+  /// Rounds the float32 result for a 16-bit tensor back into its storage.
+  void narrow(const cpu::TensorView& v) {
+    if (!isHalfDType(v.dtype)) return;
+    for (Widened& w : widened_) {
+      if (w.src != v.data || w.n != v.numel() || w.narrowed) continue;
+      w.narrowed = true;
+      uint16_t* dst = v.as<uint16_t>();
+      const float* src = w.buf.data();
+      cpu::parallelElementwise(w.n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) storeHalf(v.dtype, dst, i, src[i]);
+      });
+    }
+  }
+
+  struct Widened {
+    void* src = nullptr;
+    int64_t n = 0;
+    DType dtype = DType::F32;
+    bool narrowed = false;
+    std::vector<float> buf;
+  };
+  std::vector<Widened> widened_;
 
   const Plan* plan_ = nullptr;
   std::unique_ptr<uint8_t, FreeDeleter> persistent_, transient_;

@@ -4,6 +4,7 @@
 // The pure data-movement ops copy elements of dtypeSize bytes and so work for every dtype; Pad
 // and the gradients produce values and are f32 only, as their shape rules say.
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/Half.h"
 
 #include <cstring>
 
@@ -282,6 +283,25 @@ Status execExpand(KernelArgs& a) {
   }
   HGP_TRY(checkShape(a, a.out[0], want, "result"));
   stridedCopy(a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0, dtypeSize(a.in[0].dtype));
+  return Status::ok();
+}
+
+Status execCast(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  const TensorView &x = a.in[0], &y = a.out[0];
+  if (*x.shape != *y.shape) return a.fail("Cast changes the shape");
+  Expected<DType> to = parseDType(a.attrs().getString("to"));
+  // The backend may hand a 16-bit result over as its f32 widening; it rounds on store.
+  if (!to || (*to != y.dtype && y.dtype != DType::F32)) return a.fail("result dtype is not 'to'");
+  auto floatOk = [](DType t) { return t == DType::F32 || isHalfDType(t); };
+  if (!floatOk(x.dtype) || !floatOk(y.dtype)) return a.fail("Cast supports f32, bf16 and f16 only");
+  parallelElementwise(x.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = x.dtype == DType::F32 ? x.f32()[i] : loadHalf(x.dtype, x.as<uint16_t>(), i);
+      if (y.dtype == DType::F32) y.f32()[i] = v;
+      else storeHalf(y.dtype, y.as<uint16_t>(), i, v);
+    }
+  });
   return Status::ok();
 }
 

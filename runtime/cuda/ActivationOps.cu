@@ -3,8 +3,9 @@
 //
 // One templated kernel per arity: y = f(x) and dx = f(dy, saved), float4 when the pointers are
 // 16-byte aligned (the arena aligns every tensor to 64 bytes), with the < 4 leftover elements done
-// by the first threads. Each element is read before it is written by the same thread, so results
-// may share storage with inputs. Products followed by sums use __fmul_rn/__fadd_rn so the GPU
+// by the first threads; bf16/f16 tensors (mixed precision) take eight elements per 16-byte load and
+// compute in float, rounding on store. Each element is read before it is written by the same
+// thread, so results may share storage with inputs. Products followed by sums use __fmul_rn/__fadd_rn so the GPU
 // rounds exactly as the CPU reference does (no fused multiply-add).
 #include "runtime/cuda/DeviceUtil.cuh"
 
@@ -50,11 +51,55 @@ __global__ void binaryKernelScalar(const float* a, const float* b, float* y, int
   HGP_GRID_LOOP(i, n) y[i] = f(a[i], b[i]);
 }
 
+/// 16-bit storage (mixed precision): computed in float, rounded on store; eight elements per
+/// 16-byte load when `vec` (aligned pointers), the < 8 leftover ones by the first threads.
+template <typename T, typename F>
+__global__ void unaryKernelHalf(const T* x, T* y, int64_t n, bool vec, F f) {
+  constexpr int N = Pack16B<T>::kN;
+  int64_t nv = vec ? n / N : 0;
+  HGP_GRID_LOOP(q, nv) {
+    Pack16B<T> v;
+    v.raw = reinterpret_cast<const uint4*>(x)[q];
+#pragma unroll
+    for (int k = 0; k < N; ++k) v.e[k] = fromFloat<T>(f(toFloat(v.e[k])));
+    reinterpret_cast<uint4*>(y)[q] = v.raw;
+  }
+  HGP_GRID_LOOP(i, n - nv * N) y[nv * N + i] = fromFloat<T>(f(toFloat(x[nv * N + i])));
+}
+
+template <typename T, typename F>
+__global__ void binaryKernelHalf(const T* a, const T* b, T* y, int64_t n, bool vec, F f) {
+  constexpr int N = Pack16B<T>::kN;
+  int64_t nv = vec ? n / N : 0;
+  HGP_GRID_LOOP(q, nv) {
+    Pack16B<T> u, v;
+    u.raw = reinterpret_cast<const uint4*>(a)[q];
+    v.raw = reinterpret_cast<const uint4*>(b)[q];
+#pragma unroll
+    for (int k = 0; k < N; ++k) u.e[k] = fromFloat<T>(f(toFloat(u.e[k]), toFloat(v.e[k])));
+    reinterpret_cast<uint4*>(y)[q] = u.raw;
+  }
+  HGP_GRID_LOOP(i, n - nv * N) {
+    int64_t j = nv * N + i;
+    y[j] = fromFloat<T>(f(toFloat(a[j]), toFloat(b[j])));
+  }
+}
+
 template <typename F> Status unaryMap(CudaArgs& a, F f) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "X"));
-  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  if (a.in[0].dtype != DType::F32) {
+    int64_t n = a.in[0].numel();
+    return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+      using T = decltype(t);
+      bool vec = aligned16({a.in[0].data, a.out[0].data});
+      unaryKernelHalf<<<blocksFor(a, vec ? (n + 7) / 8 : n), kBlock, 0, a.stream>>>(
+          a.in[0].as<T>(), a.out[0].as<T>(), n, vec, f);
+      return checkLaunch(a, "unaryKernelHalf");
+    });
+  }
   const float* x = a.in[0].f32();
   float* y = a.out[0].f32();
   int64_t n = a.in[0].numel();
@@ -68,10 +113,21 @@ template <typename F> Status unaryMap(CudaArgs& a, F f) {
 /// dX[i] = f(dY[i], saved[i]).
 template <typename F> Status gradMap(CudaArgs& a, F f) {
   HGP_TRY(checkArity(a, 2, 2, 1, 1));
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  HGP_TRY(checkFloat(a, a.in[0], "dY"));
+  HGP_TRY(checkDType(a, a.in[1], a.in[0].dtype, "saved tensor"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "dX"));
   HGP_TRY(checkShape(a, a.in[1], *a.in[0].shape, "saved tensor"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "dX"));
+  if (a.in[0].dtype != DType::F32) {
+    int64_t n = a.in[0].numel();
+    return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+      using T = decltype(t);
+      bool vec = aligned16({a.in[0].data, a.in[1].data, a.out[0].data});
+      binaryKernelHalf<<<blocksFor(a, vec ? (n + 7) / 8 : n), kBlock, 0, a.stream>>>(
+          a.in[0].as<T>(), a.in[1].as<T>(), a.out[0].as<T>(), n, vec, f);
+      return checkLaunch(a, "gradKernelHalf");
+    });
+  }
   const float *dy = a.in[0].f32(), *s = a.in[1].f32();
   float* dx = a.out[0].f32();
   int64_t n = a.in[0].numel();

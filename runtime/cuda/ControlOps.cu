@@ -212,4 +212,37 @@ Status execMetricsLog(CudaArgs& a) {
   return checkLaunch(a, "metricsKernel");
 }
 
+namespace {
+/// GradScaler.update on the device (ControlOps.cpp on the CPU); reads and writes in place.
+__global__ void lossScaleKernel(const float* scale, const int64_t* good, const float* ok,
+                                float growth, float backoff, int64_t interval, float* scaleOut,
+                                int64_t* goodOut) {
+  float s = *scale;
+  int64_t n = *good;
+  if (*ok == 0.f) {
+    s = __fmul_rn(s, backoff);
+    n = 0;
+  } else if (++n >= interval) {
+    s = __fmul_rn(s, growth);
+    n = 0;
+  }
+  *scaleOut = s;
+  *goodOut = n;
+}
+} // namespace
+
+Status execLossScaleUpdate(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 2, 2));
+  HGP_TRY(checkScalar(a, a.in[0], DType::F32, "scale"));
+  HGP_TRY(checkScalar(a, a.in[1], DType::I64, "good"));
+  HGP_TRY(checkScalar(a, a.in[2], DType::F32, "ok"));
+  HGP_TRY(checkScalar(a, a.out[0], DType::F32, "scale"));
+  HGP_TRY(checkScalar(a, a.out[1], DType::I64, "good"));
+  lossScaleKernel<<<1, 1, 0, a.stream>>>(
+      a.in[0].f32(), a.in[1].as<int64_t>(), a.in[2].f32(),
+      float(a.attrs().getFloat("growth_factor", 2.0)), float(a.attrs().getFloat("backoff_factor", 0.5)),
+      a.attrs().getInt("growth_interval", 2000), a.out[0].f32(), a.out[1].as<int64_t>());
+  return checkLaunch(a, "lossScaleKernel");
+}
+
 } // namespace hgp::cuda

@@ -39,17 +39,16 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
 
 constexpr int64_t kX = 1, kW = 2, kY = 3; ///< Tensor uids in the variant pack.
 
-Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims) {
+Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type) {
   std::vector<int64_t> strides(dims.size());
   int64_t s = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     strides[i] = s;
     s *= dims[i];
   }
-  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
   HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
-  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+  HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, int64_t(dims.size()), dims.data()));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, int64_t(strides.size()), strides.data()));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
@@ -111,9 +110,9 @@ Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
                bool deterministic, size_t limit, long only, float beta) {
   auto d = std::make_shared<ConvGraphDescriptors>();
-  HGP_TRY(tensor(d->x, kX, g.x));
-  HGP_TRY(tensor(d->w, kW, g.w));
-  HGP_TRY(tensor(d->y, kY, g.y));
+  HGP_TRY(tensor(d->x, kX, g.x, g.dataType));
+  HGP_TRY(tensor(d->w, kW, g.w, g.dataType));
+  HGP_TRY(tensor(d->y, kY, g.y, g.dataType));
 
   int64_t spatial = int64_t(g.pads.size());
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;

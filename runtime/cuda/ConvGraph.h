@@ -22,6 +22,9 @@ enum class ConvPhase { Forward, BackwardData, BackwardFilter };
 struct ConvGeometry {
   std::vector<int64_t> x, w, y; ///< The input side, the filter and the output side.
   std::vector<int64_t> pads, strides, dilations;
+  /// The element type of x, w and y: float, or bf16/half under mixed precision (the convolution
+  /// computes in float either way).
+  cudnnDataType_t dataType = CUDNN_DATA_FLOAT;
 };
 
 struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)

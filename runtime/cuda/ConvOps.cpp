@@ -7,7 +7,9 @@
 // choice goes into the tuning cache. 1-D convolutions run as 2-D ones with a height of 1. Bias is
 // added by a kernel (ConvBias.cu). ConvBwdFilter with accumulate=1 (a batch slice after the
 // first) runs with beta = 1, adding to dW, and times its candidates on a scratch dW so that the
-// timing does not clobber the sum so far.
+// timing does not clobber the sum so far. Mixed precision: bf16 (or f16) x, w and y with float
+// compute (cuDNN's BFLOAT16/PSEUDO_HALF configurations), tensor cores allowed; the bias is added
+// by the same kernel, which rounds y + bias once more.
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
@@ -17,8 +19,8 @@
 
 namespace hgp::cuda {
 
-void launchAddChannelBias(float* y, const float* bias, int64_t n, int64_t c, int64_t spatial,
-                          cudaStream_t stream); // ConvBias.cu
+Status launchAddChannelBias(DType t, void* y, const void* bias, int64_t n, int64_t c,
+                            int64_t spatial, cudaStream_t stream); // ConvBias.cu
 
 namespace {
 
@@ -56,27 +58,49 @@ struct ConvState final : StepState {
   }
 };
 
-Status setTensor(cudnnTensorDescriptor_t d, const Shape& s) {
+/// cuDNN's name for a tensor dtype (float, bf16, half); the compute type stays float.
+Expected<cudnnDataType_t> cudnnTypeOf(const CudaArgs& a, DType t) {
+  switch (t) {
+  case DType::F32: return CUDNN_DATA_FLOAT;
+  case DType::BF16: return CUDNN_DATA_BFLOAT16;
+  case DType::F16: return CUDNN_DATA_HALF;
+  default: return a.fail(std::string("cuDNN convolutions take f32, bf16 or f16, not ") + dtypeName(t));
+  }
+}
+
+/// Whether tensor cores may be used: always for 16-bit data, for f32 only under TF32.
+bool tensorCoresAllowed(const CudaArgs& a, const ConvState& s) {
+  return a.ctx.allowTf32 || s.geom.dataType != CUDNN_DATA_FLOAT;
+}
+
+Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type) {
   std::vector<int> dims = cudnnDims(s), strides(dims.size());
   int st = 1;
   for (int i = int(dims.size()) - 1; i >= 0; --i) {
     strides[size_t(i)] = st;
     st *= dims[size_t(i)];
   }
-  HGP_CUDNN_TRY(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, int(dims.size()), dims.data(), strides.data()));
+  HGP_CUDNN_TRY(cudnnSetTensorNdDescriptor(d, type, int(dims.size()), dims.data(), strides.data()));
   return Status::ok();
 }
 
-/// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output.
-Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, const Shape& ys) {
+/// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output;
+/// all three have the dtype `dt`.
+Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, const Shape& ys,
+                DType dt) {
+  for (const DeviceTensor& v : a.in)
+    if (v.dtype != dt) return a.fail("operands of one convolution must share a dtype");
+  for (const DeviceTensor& v : a.out)
+    if (v.dtype != dt) return a.fail("the result must have the operands' dtype");
+  HGP_ASSIGN_OR_RETURN(cudnnDataType_t type, cudnnTypeOf(a, dt));
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.x));
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));
   HGP_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.w));
   HGP_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s.conv));
-  HGP_TRY(setTensor(s.x, xs));
-  HGP_TRY(setTensor(s.y, ys));
+  HGP_TRY(setTensor(s.x, xs, type));
+  HGP_TRY(setTensor(s.y, ys, type));
   std::vector<int> wd = cudnnDims(ws);
-  HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, type, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
   std::vector<int64_t> strides = a.attrs().getInts("strides"), pads = a.attrs().getInts("pads"),
                        dil = a.attrs().getInts("dilations");
   size_t r = strides.size();
@@ -90,28 +114,33 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, con
     d.push_back(int(dil[i]));
   }
   auto wide = [](const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
-  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d)};
+  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d), type};
   HGP_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, int(p.size()), p.data(), st.data(), d.data(),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HGP_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, int(a.attrs().getInt("group", 1))));
-  HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, a.ctx.allowTf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, tensorCoresAllowed(a, s) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   return Status::ok();
 }
 
-std::string tuningKey(CudaArgs& a, Phase phase, const Shape& xs, const Shape& ws, const Shape& ys) {
+std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
+                      const Shape& ys) {
   std::ostringstream k;
   k << "conv;" << a.ctx.props.name << ";sm" << a.ctx.props.multiProcessorCount << ";cudnn"
     << cudnnGetVersion() << ";" << phaseName(phase) << ";x" << shapeToString(xs) << ";w"
     << shapeToString(ws) << ";y" << shapeToString(ys) << ";" << a.attrs().toString() << ";"
-    << (a.ctx.allowTf32 ? "tf32" : "fp32") << ";" << (a.ctx.deterministic ? "det" : "any");
+    << (s.geom.dataType == CUDNN_DATA_BFLOAT16 ? "bf16"
+        : s.geom.dataType == CUDNN_DATA_HALF   ? "fp16"
+        : a.ctx.allowTf32                      ? "tf32"
+                                               : "fp32")
+    << ";" << (a.ctx.deterministic ? "det" : "any");
   return k.str();
 }
 
 /// The math type to run an algorithm with. Without TF32 it is always FMA: under
 /// CUDNN_DEFAULT_MATH, which cudnnFind reports for many algorithms, cuDNN may round float inputs
 /// to TF32 on Ampere and later.
-cudnnMathType_t mathFor(const CudaArgs& a, cudnnMathType_t found) {
-  return a.ctx.allowTf32 ? found : CUDNN_FMA_MATH;
+cudnnMathType_t mathFor(const CudaArgs& a, const ConvState& s, cudnnMathType_t found) {
+  return tensorCoresAllowed(a, s) ? found : CUDNN_FMA_MATH;
 }
 
 /// Times the candidates of one phase and returns the fastest acceptable one.
@@ -121,12 +150,12 @@ Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phas
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (a.ctx.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > a.ctx.workspaceLimit) continue;
-    if (!a.ctx.allowTf32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+    if (!tensorCoresAllowed(a, s) && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     s.algo = int(perf[i].algo);
     s.workspace = perf[i].memory;
-    HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, perf[i].mathType)));
+    HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, s, perf[i].mathType)));
     return Status::ok();
   }
   return a.fail(std::string("cuDNN has no usable ") + phase + " algorithm for this layer" +
@@ -178,8 +207,8 @@ bool runPhase(CudaArgs& a, ConvState& s, Phase phase, const ConvGraphPlan* plan,
 /// A graph API that fails leaves the legacy choice.
 Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* wp, void* yp,
                        void* scratch, size_t scratchBytes) {
-  auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32, a.ctx.deterministic,
-                              kGraphCandidates, -1, s.beta);
+  auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, tensorCoresAllowed(a, s),
+                              a.ctx.deterministic, kGraphCandidates, -1, s.beta);
   if (!plans) return Status::ok();
   double best = timeRuns(a.stream, [&] { return runPhase(a, s, phase, nullptr, xp, wp, yp, scratch); });
   for (auto& plan : *plans) {
@@ -205,7 +234,7 @@ Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* w
 /// the outputs of.
 Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
               const Shape& ys, void* xp, void* wp, void* yp) {
-  std::string key = tuningKey(a, phase, xs, ws, ys);
+  std::string key = tuningKey(a, s, phase, xs, ws, ys);
   if (auto hit = a.ctx.tuning->lookup(key)) {
     int algo = 0, math = 0;
     unsigned long long bytes = 0;
@@ -213,12 +242,12 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     if (std::sscanf(hit->c_str(), "algo=%d math=%d ws=%llu", &algo, &math, &bytes) == 3) {
       s.algo = algo;
       s.workspace = bytes;
-      HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, cudnnMathType_t(math))));
+      HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, s, cudnnMathType_t(math))));
       return a.ctx.reserveWorkspace(s.workspace);
     }
     if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
-      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, a.ctx.allowTf32, a.ctx.deterministic,
-                                  1, index, s.beta);
+      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, tensorCoresAllowed(a, s),
+                                  a.ctx.deterministic, 1, index, s.beta);
       if (plans && !plans->empty()) {
         s.graph = std::move(plans->front());
         s.workspace = size_t(s.graph->workspace());
@@ -265,15 +294,16 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
                                   " ws=" + std::to_string(s.workspace));
   else
     a.ctx.tuning->insert(key, "algo=" + std::to_string(s.algo) + " math=" +
-                                  std::to_string(int(mathFor(a, math))) + " ws=" + std::to_string(s.workspace));
+                                  std::to_string(int(mathFor(a, s, math))) + " ws=" + std::to_string(s.workspace));
   return a.ctx.reserveWorkspace(s.workspace);
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
 
 Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
+  if (b.dtype != y.dtype) return a.fail("the bias must have the result's dtype");
   int64_t spatial = y.numel() / (y.dim(0) * y.dim(1));
-  launchAddChannelBias(y.f32(), b.f32(), y.dim(0), y.dim(1), spatial, a.stream);
+  HGP_TRY(launchAddChannelBias(y.dtype, y.data, b.data, y.dim(0), y.dim(1), spatial, a.stream));
   return checkLaunch(a, "addChannelBias");
 }
 
@@ -281,7 +311,7 @@ Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
 Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y) {
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
-    HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape));
+    HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape, x.dtype));
     HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data));
     s.ready = true;
   }
@@ -296,7 +326,7 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
 Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, const DeviceTensor& dx) {
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
-    HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape));
+    HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape, dy.dtype));
     HGP_TRY(choose(a, s, Phase::BackwardData, *dx.shape, *w.shape, *dy.shape, dx.data, w.data, dy.data));
     s.ready = true;
   }
@@ -312,12 +342,12 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
     s.beta = a.attrs().getInt("accumulate", 0) ? 1.f : 0.f;
-    HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape));
+    HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape, x.dtype));
     // Timing writes the result; an accumulating phase must keep the sum so far, so it times on
     // a scratch copy of dW's shape.
     void* target = dw.data;
     if (s.beta != 0.f) {
-      HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel()) * sizeof(float)));
+      HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel() * dtypeSize(dw.dtype))));
     }
     Status st = choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, target,
                        dy.data);

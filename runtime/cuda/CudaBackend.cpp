@@ -63,14 +63,95 @@ constexpr ExecFn kExec[] = {
 
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
+/// The ops whose CUDA executors take bf16/f16 tensors (mixed precision, docs/precision.md). A plan
+/// that gives a 16-bit tensor to any other op is refused at load, before anything runs.
+bool executesHalf(OpKind op) {
+  switch (op) {
+  case OpKind::Cast:
+  case OpKind::Conv:
+  case OpKind::ConvTranspose:
+  case OpKind::ConvBwdData:
+  case OpKind::ConvBwdFilter:
+  case OpKind::Gemm:
+  case OpKind::MatMul:
+  case OpKind::BatchNorm:
+  case OpKind::BatchNormTrain:
+  case OpKind::BatchNormBwd:
+  case OpKind::MaxPool:
+  case OpKind::MaxPoolBwd:
+  case OpKind::AveragePool:
+  case OpKind::AveragePoolBwd:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalAveragePoolBwd:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceSum:
+  case OpKind::Dropout:
+  case OpKind::DropoutBwd:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Sum:
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Clip:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Neg:
+  case OpKind::Scale:
+  case OpKind::ReluBwd:
+  case OpKind::LeakyReluBwd:
+  case OpKind::ClipBwd:
+  case OpKind::SigmoidBwd:
+  case OpKind::TanhBwd:
+  case OpKind::HardSigmoidBwd:
+  case OpKind::HardSwishBwd:
+  // Pure data movement copies dtypeSize bytes per element.
+  case OpKind::Concat:
+  case OpKind::Split:
+  case OpKind::Slice:
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::Expand:
+  case OpKind::SliceBwd:
+  case OpKind::Pad:
+  case OpKind::PadBwd: return true;
+  default: return false;
+  }
+}
+
+/// Refuses a plan with a 16-bit tensor on an op whose CUDA executor is f32 only.
+Status checkHalfSupport(const Plan& plan) {
+  for (const PlanProgram& p : plan.programs)
+    for (const PlanStep& s : p.steps) {
+      if (executesHalf(s.op)) continue;
+      std::vector<int> touched = s.inputs;
+      touched.insert(touched.end(), s.outputs.begin(), s.outputs.end());
+      for (int t : touched) {
+        DType d = plan.tensors[size_t(t)].type.dtype;
+        if (d != DType::BF16 && d != DType::F16) continue;
+        return Status(ErrorCode::InvalidModel,
+                      std::string("the CUDA backend cannot run this ") +
+                          plan.meta.getString("precision", "?") + " plan yet: " + opName(s.op) +
+                          " '" + s.loc + "' of program " + p.name + " reads or writes " +
+                          dtypeName(d) + " tensor '" + plan.tensors[size_t(t)].name +
+                          "' (docs/precision.md lists what runs in 16 bits)");
+      }
+    }
+  return Status::ok();
+}
+
 bool isOptimizer(OpKind op) { return op == OpKind::SgdUpdate || op == OpKind::AdamUpdate; }
 
 /// Consecutive optimizer steps that can share one multi-tensor launch: same op, same attributes,
-/// same scalar operands (lr, ok, step).
+/// same scalar operands (lr, ok, step, and the loss scale with grad_scale=1).
 bool groupable(const PlanStep& a, const PlanStep& b) {
   return isOptimizer(a.op) && a.op == b.op && a.attrs == b.attrs && a.inputs[2] == b.inputs[2] &&
          a.inputs[3] == b.inputs[3] && a.inputs[4] == b.inputs[4] &&
-         a.inputs.size() == b.inputs.size();
+         a.inputs.size() == b.inputs.size() &&
+         (!a.attrs.getInt("grad_scale", 0) || a.inputs.back() == b.inputs.back());
 }
 
 /// One unit of work: a step, or a group of optimizer steps (which share a stream). A launch that reads an input keeps a
@@ -189,6 +270,7 @@ public:
   const char* name() const override { return "cuda"; }
 
   Status load(const Plan& plan, const InitData& data) override {
+    HGP_TRY(checkHalfSupport(plan));
     plan_ = &plan;
     ctx_.allowTf32 = plan.meta.getString("precision", "tf32") != "fp32";
     size_t freeBytes = 0, totalBytes = 0;

@@ -7,9 +7,15 @@
 // warps), so a result depends only on the launch shape, never on timing; no float atomics
 // anywhere. Tables: executors that need device-side tables (pointer lists, index maps) build
 // them once, in their first (eager) call, in a DeviceBuffer kept in the step's state.
+// Element types: kernels that mixed precision reaches are templated on the stored type T (float,
+// __nv_bfloat16 or __half); they load with toFloat, compute in float and store with fromFloat<T>,
+// which rounds to nearest even as the CPU reference does (runtime/plan/Half.h).
 #pragma once
 
 #include "runtime/cuda/CudaKernel.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <string>
@@ -34,6 +40,20 @@ inline Status checkArity(const CudaArgs& a, size_t minIn, size_t maxIn, size_t m
 inline Status checkF32(const CudaArgs& a, const DeviceTensor& v, const char* what) {
   if (v.dtype != DType::F32)
     return a.fail(std::string(what) + " must be f32, got " + dtypeName(v.dtype));
+  return Status::ok();
+}
+
+/// Fails unless `v` is f32, bf16 or f16.
+inline Status checkFloat(const CudaArgs& a, const DeviceTensor& v, const char* what) {
+  if (v.dtype != DType::F32 && v.dtype != DType::BF16 && v.dtype != DType::F16)
+    return a.fail(std::string(what) + " must be f32, bf16 or f16, got " + dtypeName(v.dtype));
+  return Status::ok();
+}
+
+/// Fails unless `v` has the dtype `t` (the step's element type).
+inline Status checkDType(const CudaArgs& a, const DeviceTensor& v, DType t, const char* what) {
+  if (v.dtype != t)
+    return a.fail(std::string(what) + " is " + dtypeName(v.dtype) + ", expected " + dtypeName(t));
   return Status::ok();
 }
 
@@ -154,6 +174,43 @@ inline Status toDims(const CudaArgs& a, const Shape& shape, const std::vector<in
   }
   return Status::ok();
 }
+
+// ---- Element types -------------------------------------------------------------------------
+
+/// Calls fn(T{}) with T the element type stored for `t`: float, __nv_bfloat16 or __half.
+template <typename Fn> Status dispatchFloat(const CudaArgs& a, DType t, Fn&& fn) {
+  switch (t) {
+  case DType::F32: return fn(float{});
+  case DType::BF16: return fn(__nv_bfloat16{});
+  case DType::F16: return fn(__half{});
+  default: return a.fail(std::string("no kernel for element type ") + dtypeName(t));
+  }
+}
+
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+
+/// `v` in T, rounded to nearest even.
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+/// The elements of one 16-byte load or store (eight of a 16-bit type): the vector path of the
+/// 16-bit kernels.
+template <typename T> struct Pack16B {
+  static constexpr int kN = int(16 / sizeof(T));
+  union {
+    uint4 raw;
+    T e[kN];
+  };
+  __device__ Pack16B() {}
+};
 
 // ---- Device helpers ------------------------------------------------------------------------
 

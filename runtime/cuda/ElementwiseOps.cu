@@ -5,8 +5,9 @@
 // after merging dims (coalesceDims): Full (same shape, index i), Block (the operand's non-broadcast
 // dims form one contiguous run of the result's dims, so its index is (i / div) % mod: scalars,
 // per-channel [C,1,1] vectors, row and column vectors), or General (strides over up to 8 dims).
-// Same-shape operands take a float4 path. Sum adds its operands left to right in float, as the
-// CPU does, up to kMaxSum per launch; longer sums continue from the partial result.
+// Same-shape f32 operands take a float4 path. Sum adds its operands left to right in float, as the
+// CPU does, up to kMaxSum per launch; longer sums continue from the partial result. bf16 and f16
+// operands (mixed precision) are read as float and the result rounded once on store.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 namespace hgp::cuda {
@@ -16,20 +17,21 @@ namespace {
 enum class MapKind : int { Full, Block, General };
 
 struct OperandMap {
-  const float* p = nullptr;
+  const void* p = nullptr;
   MapKind kind = MapKind::Full;
   int64_t div = 1, mod = 1;
   Dims dims; ///< General: the result's merged shape with this operand's strides.
 };
 
-__device__ __forceinline__ float load(const OperandMap& m, int64_t i) {
+template <typename T> __device__ __forceinline__ float load(const OperandMap& m, int64_t i) {
+  const T* p = static_cast<const T*>(m.p);
   switch (m.kind) {
   case MapKind::Full:
-    return m.p[i];
+    return toFloat(p[i]);
   case MapKind::Block:
-    return m.p[(i / m.div) % m.mod];
+    return toFloat(p[(i / m.div) % m.mod]);
   default:
-    return m.p[stridedOffset(m.dims, i)];
+    return toFloat(p[stridedOffset(m.dims, i)]);
   }
 }
 
@@ -57,9 +59,9 @@ __global__ void sameShapeKernel(const float* a, const float* b, float* y, int64_
   if (t < n - n4 * 4) y[n4 * 4 + t] = apply<Op>(a[n4 * 4 + t], b[n4 * 4 + t]);
 }
 
-template <BinOp Op>
-__global__ void broadcastKernel(OperandMap a, OperandMap b, float* y, int64_t n) {
-  HGP_GRID_LOOP(i, n) y[i] = apply<Op>(load(a, i), load(b, i));
+template <BinOp Op, typename T>
+__global__ void broadcastKernel(OperandMap a, OperandMap b, T* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(apply<Op>(load<T>(a, i), load<T>(b, i)));
 }
 
 constexpr int kMaxSum = 8;
@@ -68,11 +70,11 @@ struct SumOperands {
   OperandMap op[kMaxSum];
 };
 
-__global__ void sumKernel(SumOperands ops, float* y, int64_t n) {
+template <typename T> __global__ void sumKernel(SumOperands ops, T* y, int64_t n) {
   HGP_GRID_LOOP(i, n) {
-    float acc = load(ops.op[0], i);
-    for (int k = 1; k < ops.count; ++k) acc = __fadd_rn(acc, load(ops.op[k], i));
-    y[i] = acc;
+    float acc = load<T>(ops.op[0], i);
+    for (int k = 1; k < ops.count; ++k) acc = __fadd_rn(acc, load<T>(ops.op[k], i));
+    y[i] = fromFloat<T>(acc);
   }
 }
 
@@ -86,7 +88,7 @@ bool broadcastsTo(const Shape& s, const Shape& out) {
 }
 
 /// How operand `s` at `p` is read when broadcast to `out`.
-Status mapOperand(const CudaArgs& a, const float* p, const Shape& s, const Shape& out,
+Status mapOperand(const CudaArgs& a, const void* p, const Shape& s, const Shape& out,
                   OperandMap& m) {
   m = OperandMap();
   m.p = p;
@@ -128,25 +130,30 @@ Status mapOperand(const CudaArgs& a, const float* p, const Shape& s, const Shape
 
 template <BinOp Op> Status binaryOp(CudaArgs& a) {
   HGP_TRY(checkArity(a, 2, 2, 1, 1));
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
+  for (const auto& v : a.in) HGP_TRY(checkDType(a, v, a.out[0].dtype, "operand"));
   const Shape& y = *a.out[0].shape;
   for (const auto& v : a.in)
     if (!broadcastsTo(*v.shape, y))
       return a.fail("operand " + shapeToString(*v.shape) + " does not broadcast to " +
                     shapeToString(y));
   int64_t n = a.out[0].numel();
-  const float *pa = a.in[0].f32(), *pb = a.in[1].f32();
-  float* py = a.out[0].f32();
-  if (*a.in[0].shape == y && *a.in[1].shape == y && aligned16({pa, pb, py})) {
-    sameShapeKernel<Op><<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(pa, pb, py, n);
+  const void *pa = a.in[0].data, *pb = a.in[1].data;
+  void* py = a.out[0].data;
+  if (a.out[0].dtype == DType::F32 && *a.in[0].shape == y && *a.in[1].shape == y &&
+      aligned16({pa, pb, py})) {
+    sameShapeKernel<Op><<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
+        a.in[0].f32(), a.in[1].f32(), a.out[0].f32(), n);
     return checkLaunch(a, "sameShapeKernel");
   }
   OperandMap ma, mb;
   HGP_TRY(mapOperand(a, pa, *a.in[0].shape, y, ma));
   HGP_TRY(mapOperand(a, pb, *a.in[1].shape, y, mb));
-  broadcastKernel<Op><<<blocksFor(a, n), kBlock, 0, a.stream>>>(ma, mb, py, n);
-  return checkLaunch(a, "broadcastKernel");
+  return dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    broadcastKernel<Op, T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(ma, mb, static_cast<T*>(py), n);
+    return checkLaunch(a, "broadcastKernel");
+  });
 }
 
 } // namespace
@@ -166,8 +173,8 @@ Status execDiv(CudaArgs& a) {
 
 Status execSum(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, SIZE_MAX, 1, 1));
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
+  for (const auto& v : a.in) HGP_TRY(checkDType(a, v, a.out[0].dtype, "operand"));
   const Shape& y = *a.out[0].shape;
   for (const auto& v : a.in) {
     if (!broadcastsTo(*v.shape, y))
@@ -175,10 +182,11 @@ Status execSum(CudaArgs& a) {
                     shapeToString(y));
     if (v.data == a.out[0].data) return a.fail("the result must not share storage with an operand");
   }
-  float* out = a.out[0].f32();
+  void* out = a.out[0].data;
   int64_t n = a.out[0].numel();
   // ((x1 + x2) + x3) + ...: the first launch takes up to kMaxSum operands, each later one
-  // continues from the partial result in `out` (read and written by the same thread).
+  // continues from the partial result in `out` (read and written by the same thread; in bf16/f16
+  // a sum of more than kMaxSum operands rounds the partial result once per launch).
   size_t next = 0;
   while (next < a.in.size()) {
     SumOperands ops;
@@ -187,9 +195,12 @@ Status execSum(CudaArgs& a) {
       ops.count = 1;
     }
     for (; next < a.in.size() && ops.count < kMaxSum; ++next)
-      HGP_TRY(mapOperand(a, a.in[next].f32(), *a.in[next].shape, y, ops.op[ops.count++]));
-    sumKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(ops, out, n);
-    HGP_TRY(checkLaunch(a, "sumKernel"));
+      HGP_TRY(mapOperand(a, a.in[next].data, *a.in[next].shape, y, ops.op[ops.count++]));
+    HGP_TRY(dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+      using T = decltype(t);
+      sumKernel<T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(ops, static_cast<T*>(out), n);
+      return checkLaunch(a, "sumKernel");
+    }));
   }
   return Status::ok();
 }

@@ -2,29 +2,45 @@
 //
 // hgpc's tensors are row-major and cuBLAS is column-major, so Y = op(A) op(B) is computed as
 // Y^T = op(B)^T op(A)^T, which needs no copies. TF32 tensor cores are used unless the plan's
-// precision is fp32.
+// precision is fp32. Mixed precision: bf16 (or f16) A, B and Y with float accumulation
+// (CUBLAS_COMPUTE_32F), as PyTorch's autocast does.
 #include "runtime/cuda/CudaKernel.h"
 
 namespace hgp::cuda {
 
-void launchBroadcastCopy(const float* src, const Dims& from, float* dst, int64_t total,
-                         cudaStream_t stream); // ConvBias.cu
+void launchBroadcastCopy(const void* src, const Dims& from, void* dst, int64_t total,
+                         int64_t elemSize, cudaStream_t stream); // ConvBias.cu
 
 namespace {
 
-cublasComputeType_t computeType(const CudaArgs& a) {
-  return a.ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+/// cuBLAS's name for the step's element type; every operand and the result must share it.
+Expected<cudaDataType_t> dataType(const CudaArgs& a) {
+  DType t = a.out[0].dtype;
+  for (const DeviceTensor& v : a.in)
+    if (v.dtype != t) return a.fail("operands and result of a matrix product must share a dtype");
+  switch (t) {
+  case DType::F32: return CUDA_R_32F;
+  case DType::BF16: return CUDA_R_16BF;
+  case DType::F16: return CUDA_R_16F;
+  default: return a.fail(std::string("cuBLAS products take f32, bf16 or f16, not ") + dtypeName(t));
+  }
 }
 
-/// Row-major Y[b] = alpha op(A[b]) op(B[b]) + beta Y[b] for `batch` matrices at the given strides.
-Status gemm(CudaArgs& a, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-            const float* A, int64_t strideA, const float* B, int64_t strideB, float beta, float* Y,
-            int64_t strideY, int64_t batch) {
+/// Float accumulation always; TF32 rounding of f32 inputs only when the plan allows it.
+cublasComputeType_t computeType(const CudaArgs& a, cudaDataType_t type) {
+  return type == CUDA_R_32F && a.ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+/// Row-major Y[b] = alpha op(A[b]) op(B[b]) + beta Y[b] for `batch` matrices at the given strides
+/// (in elements of `type`).
+Status gemm(CudaArgs& a, cudaDataType_t type, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+            float alpha, const void* A, int64_t strideA, const void* B, int64_t strideB, float beta,
+            void* Y, int64_t strideY, int64_t batch) {
   int lda = int(ta ? m : k), ldb = int(tb ? k : n);
   HGP_CUBLAS_TRY(cublasGemmStridedBatchedEx(
       a.ctx.cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m),
-      int(k), &alpha, B, CUDA_R_32F, ldb, strideB, A, CUDA_R_32F, lda, strideA, &beta, Y, CUDA_R_32F,
-      int(n), strideY, int(batch), computeType(a), CUBLAS_GEMM_DEFAULT));
+      int(k), &alpha, B, type, ldb, strideB, A, type, lda, strideA, &beta, Y, type, int(n), strideY,
+      int(batch), computeType(a, type), CUBLAS_GEMM_DEFAULT));
   return Status::ok();
 }
 
@@ -35,13 +51,15 @@ Status execGemm(CudaArgs& a) {
   float alpha = float(a.attrs().getFloat("alpha", 1.0)), beta = float(a.attrs().getFloat("beta", 1.0));
   const DeviceTensor &A = a.in[0], &B = a.in[1], &Y = a.out[0];
   int64_t m = Y.dim(0), n = Y.dim(1), k = ta ? A.dim(0) : A.dim(1);
+  HGP_ASSIGN_OR_RETURN(cudaDataType_t type, dataType(a));
   if (a.in.size() == 3 && beta != 0.f) {
-    launchBroadcastCopy(a.in[2].f32(), broadcastTo(*a.in[2].shape, *Y.shape), Y.f32(), Y.numel(), a.stream);
+    launchBroadcastCopy(a.in[2].data, broadcastTo(*a.in[2].shape, *Y.shape), Y.data, Y.numel(),
+                        dtypeSize(Y.dtype), a.stream);
     HGP_TRY(checkLaunch(a, "broadcastCopy"));
   } else {
     beta = 0.f;
   }
-  return gemm(a, ta, tb, m, n, k, alpha, A.f32(), 0, B.f32(), 0, beta, Y.f32(), 0, 1);
+  return gemm(a, type, ta, tb, m, n, k, alpha, A.data, 0, B.data, 0, beta, Y.data, 0, 1);
 }
 
 Status execMatMul(CudaArgs& a) {
@@ -51,14 +69,16 @@ Status execMatMul(CudaArgs& a) {
   int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
   Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
   int64_t na = numElements(ba), nb = numElements(bb), batch = std::max(na, nb);
-  const float *A = a.in[0].f32(), *B = a.in[1].f32();
-  float* Y = a.out[0].f32();
+  HGP_ASSIGN_OR_RETURN(cudaDataType_t type, dataType(a));
+  int64_t es = dtypeSize(a.out[0].dtype);
+  const char *A = a.in[0].as<const char>(), *B = a.in[1].as<const char>();
+  char* Y = a.out[0].as<char>();
   // One strided-batched call covers equal batches and a batch against a single matrix.
   if (na == nb || na == 1 || nb == 1) {
     if ((na == nb && ba != bb) )
       return a.fail("batch dims that broadcast element by element are not supported");
-    return gemm(a, false, false, m, n, k, 1.f, A, na == 1 ? 0 : m * k, B, nb == 1 ? 0 : k * n, 0.f,
-                Y, m * n, batch);
+    return gemm(a, type, false, false, m, n, k, 1.f, A, na == 1 ? 0 : m * k, B,
+                nb == 1 ? 0 : k * n, 0.f, Y, m * n, batch);
   }
   // General broadcasting: one call per output matrix.
   Shape out(a.out[0].shape->begin(), a.out[0].shape->end());
@@ -73,8 +93,8 @@ Status execMatMul(CudaArgs& a) {
       ia += idx * da.stride[d];
       ib += idx * db.stride[d];
     }
-    HGP_TRY(gemm(a, false, false, m, n, k, 1.f, A + ia * m * k, 0, B + ib * k * n, 0, 0.f,
-                 Y + i * m * n, 0, 1));
+    HGP_TRY(gemm(a, type, false, false, m, n, k, 1.f, A + ia * m * k * es, 0, B + ib * k * n * es,
+                 0, 0.f, Y + i * m * n * es, 0, 1));
   }
   return Status::ok();
 }

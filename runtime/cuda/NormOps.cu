@@ -9,15 +9,19 @@
 // BatchNormBwd is the same shape: sums of dy and dy * (x - mean), a finalize that writes dscale,
 // dbias and the coefficients of dx, and an apply pass in double. Both are deterministic for a
 // given device. Scratch (partials, coefficients) is
-// the step's own (stepScratch).
+// the step's own (stepScratch). Mixed precision: X, Y, dY and dX may be bf16 or f16 (read as
+// float, rounded once on store); scale, bias and every statistic stay f32, as in cuDNN's and
+// PyTorch's mixed-precision BatchNorm.
 #include "runtime/cuda/DeviceUtil.cuh"
+
+#include <type_traits>
 
 namespace hgp::cuda {
 
 namespace {
 
 Status checkChannelOperands(const CudaArgs& a, size_t x, size_t first, size_t count) {
-  HGP_TRY(checkF32(a, a.in[x], "X"));
+  HGP_TRY(checkFloat(a, a.in[x], "X"));
   if (a.in[x].rank() < 2) return a.fail("X must have at least 2 dims (N, C)");
   int64_t c = a.in[x].dim(1);
   for (size_t i = first; i < first + count; ++i) {
@@ -57,51 +61,63 @@ Status launchChannelMap(CudaArgs& a, const ChannelShape& s, bool vec, const F& f
 // ---- Forward -------------------------------------------------------------------------------
 
 /// y = x * alpha[c] + beta[c], two roundings (no FMA), as the CPU computes it.
-struct AffineApply {
-  const float *x, *alpha, *beta;
-  float* y;
+template <typename T> struct AffineApply {
+  const T* x;
+  const float *alpha, *beta;
+  T* y;
   __device__ void one(int64_t c, int64_t i) const {
-    y[i] = __fadd_rn(__fmul_rn(x[i], alpha[c]), beta[c]);
+    y[i] = fromFloat<T>(__fadd_rn(__fmul_rn(toFloat(x[i]), alpha[c]), beta[c]));
   }
   __device__ void four(int64_t c, int64_t i) const {
+    if constexpr (!std::is_same_v<T, float>) {
+      for (int k = 0; k < 4; ++k) one(c, i + k);
+      return;
+    } else {
     float al = alpha[c], be = beta[c];
     float4 v = *reinterpret_cast<const float4*>(x + i);
     *reinterpret_cast<float4*>(y + i) =
         make_float4(__fadd_rn(__fmul_rn(v.x, al), be), __fadd_rn(__fmul_rn(v.y, al), be),
                     __fadd_rn(__fmul_rn(v.z, al), be), __fadd_rn(__fmul_rn(v.w, al), be));
+    }
   }
 };
 
 /// Shifted sums: acc[0] += x - K, acc[1] += (x - K)^2, K = the channel's first element.
-struct StatsSums {
-  const float* x;
+template <typename T> struct StatsSums {
+  const T* x;
   int64_t inner;
   struct Channel {
-    const float* x;
+    const T* x;
     double k;
     __device__ void one(double (&acc)[2], int64_t off) const {
-      double d = double(x[off]) - k;
+      double d = double(toFloat(x[off])) - k;
       acc[0] += d;
       acc[1] += d * d;
     }
     __device__ void four(double (&acc)[2], int64_t off) const {
+      if constexpr (!std::is_same_v<T, float>) {
+        for (int q = 0; q < 4; ++q) one(acc, off + q);
+        return;
+      } else {
       float4 v = *reinterpret_cast<const float4*>(x + off);
       double d0 = double(v.x) - k, d1 = double(v.y) - k, d2 = double(v.z) - k, d3 = double(v.w) - k;
       acc[0] += (d0 + d1) + (d2 + d3);
       acc[1] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+      }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {x, double(x[c * inner])}; }
+  __device__ Channel channel(int64_t c) const { return {x, double(toFloat(x[c * inner]))}; }
 };
 
+template <typename T>
 __global__ void statsFinalizeKernel(ChannelShape s, int parts, const double* partials,
-                                    const float* x, const float* scale, const float* bias,
+                                    const T* x, const float* scale, const float* bias,
                                     double eps, float* meanOut, float* varOut, float* alpha,
                                     float* beta) {
   HGP_GRID_LOOP(c, s.channels) {
     double sum[2];
     sumParts<2>(partials, parts, c, sum);
-    double n = double(s.count()), k = double(x[c * s.inner]);
+    double n = double(s.count()), k = double(toFloat(x[c * s.inner]));
     double mean = k + sum[0] / n;
     double var = (sum[1] - sum[0] * sum[0] / n) / n;
     if (var < 0) var = 0;
@@ -126,22 +142,28 @@ __global__ void inferenceCoefficientsKernel(int64_t channels, const float* scale
 // ---- Backward ------------------------------------------------------------------------------
 
 /// acc[0] += dy, acc[1] += dy * (x - mean[c]).
-struct BwdSums {
-  const float *dy, *x, *mean;
+template <typename T> struct BwdSums {
+  const T *dy, *x;
+  const float* mean;
   struct Channel {
-    const float *dy, *x;
+    const T *dy, *x;
     double mu;
     __device__ void one(double (&acc)[2], int64_t off) const {
-      double g = dy[off];
+      double g = toFloat(dy[off]);
       acc[0] += g;
-      acc[1] += g * (double(x[off]) - mu);
+      acc[1] += g * (double(toFloat(x[off])) - mu);
     }
     __device__ void four(double (&acc)[2], int64_t off) const {
+      if constexpr (!std::is_same_v<T, float>) {
+        for (int q = 0; q < 4; ++q) one(acc, off + q);
+        return;
+      } else {
       float4 g = *reinterpret_cast<const float4*>(dy + off);
       float4 v = *reinterpret_cast<const float4*>(x + off);
       acc[0] += (double(g.x) + double(g.y)) + (double(g.z) + double(g.w));
       acc[1] += (double(g.x) * (double(v.x) - mu) + double(g.y) * (double(v.y) - mu)) +
                 (double(g.z) * (double(v.z) - mu) + double(g.w) * (double(v.w) - mu));
+      }
     }
   };
   __device__ Channel channel(int64_t c) const { return {dy, x, double(mean[c])}; }
@@ -171,22 +193,29 @@ __global__ void bwdFinalizeKernel(ChannelShape s, int parts, const double* parti
 }
 
 /// dx = k * (dy - mean(dy)) - slope * (x - mu), in double; the frozen form has only k * dy.
-struct BwdApply {
-  const float *dy, *x;
+template <typename T> struct BwdApply {
+  const T *dy, *x;
   const BwdCoefficients* coef;
-  float* dx;
+  T* dx;
   bool batchStats;
   __device__ float at(const BwdCoefficients& q, float g, float v) const {
     if (!batchStats) return float(double(g) * q.k);
     return float(q.k * (double(g) - q.meanDy) - q.slope * (double(v) - q.mu));
   }
-  __device__ void one(int64_t c, int64_t i) const { dx[i] = at(coef[c], dy[i], x[i]); }
+  __device__ void one(int64_t c, int64_t i) const {
+    dx[i] = fromFloat<T>(at(coef[c], toFloat(dy[i]), toFloat(x[i])));
+  }
   __device__ void four(int64_t c, int64_t i) const {
+    if constexpr (!std::is_same_v<T, float>) {
+      for (int k = 0; k < 4; ++k) one(c, i + k);
+      return;
+    } else {
     BwdCoefficients q = coef[c];
     float4 g = *reinterpret_cast<const float4*>(dy + i);
     float4 v = *reinterpret_cast<const float4*>(x + i);
     *reinterpret_cast<float4*>(dx + i) =
         make_float4(at(q, g.x, v.x), at(q, g.y, v.y), at(q, g.z, v.z), at(q, g.w, v.w));
+    }
   }
 };
 
@@ -274,9 +303,10 @@ __global__ void lrnBwdKernel(LrnParams p, ChannelShape s, const float* dy, const
 
 } // namespace
 
-Status execBatchNorm(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 5, 5, 1, 1));
-  HGP_TRY(checkChannelOperands(a, 0, 1, 4));
+namespace {
+
+template <typename T> Status batchNorm(CudaArgs& a) {
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   ChannelShape s = channelShapeOf(*a.in[0].shape);
   float* coef;
@@ -287,56 +317,78 @@ Status execBatchNorm(CudaArgs& a) {
       coef + s.channels);
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
   bool vec = s.inner % 4 == 0 && aligned16({a.in[0].data, a.out[0].data});
-  return launchChannelMap(a, s, vec,
-                          AffineApply{a.in[0].f32(), coef, coef + s.channels, a.out[0].f32()});
+  return launchChannelMap(
+      a, s, vec, AffineApply<T>{a.in[0].as<T>(), coef, coef + s.channels, a.out[0].as<T>()});
 }
 
-Status execBatchNormTrain(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 3, 3, 3, 3));
-  HGP_TRY(checkChannelOperands(a, 0, 1, 2));
+template <typename T> Status batchNormTrain(CudaArgs& a) {
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
+  HGP_TRY(checkF32(a, a.out[1], "batch_mean"));
+  HGP_TRY(checkF32(a, a.out[2], "batch_var"));
   ChannelShape s = channelShapeOf(*a.in[0].shape);
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "batch_mean"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "batch_var"));
-  const float* x = a.in[0].f32();
+  const T* x = a.in[0].as<T>();
   ChannelSplit sp = planChannelSplit(a, s, aligned16({x}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(2 * s.channels) * sizeof(float) + 16, partials));
   float* alpha = reinterpret_cast<float*>(reinterpret_cast<char*>(partials) + partialBytes);
   float* beta = alpha + s.channels;
-  HGP_TRY(launchChannelPartials<2>(a, s, sp, StatsSums{x, s.inner}, partials));
+  HGP_TRY(launchChannelPartials<2>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
   statsFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, x, a.in[1].f32(), a.in[2].f32(), a.attrs().getFloat("epsilon", 1e-5),
       a.out[1].f32(), a.out[2].f32(), alpha, beta);
   HGP_TRY(checkLaunch(a, "statsFinalizeKernel"));
   bool vec = s.inner % 4 == 0 && aligned16({x, a.out[0].data});
-  return launchChannelMap(a, s, vec, AffineApply{x, alpha, beta, a.out[0].f32()});
+  return launchChannelMap(a, s, vec, AffineApply<T>{x, alpha, beta, a.out[0].as<T>()});
 }
 
-Status execBatchNormBwd(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 5, 5, 3, 3));
-  HGP_TRY(checkChannelOperands(a, 1, 2, 3));
-  HGP_TRY(checkF32(a, a.in[0], "dY"));
+template <typename T> Status batchNormBwd(CudaArgs& a) {
+  HGP_TRY(checkDType(a, a.in[0], a.in[1].dtype, "dY"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[1].dtype, "dX"));
+  HGP_TRY(checkF32(a, a.out[1], "dscale"));
+  HGP_TRY(checkF32(a, a.out[2], "dbias"));
   HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
   ChannelShape s = channelShapeOf(*a.in[1].shape);
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "dscale"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "dbias"));
-  const float *dy = a.in[0].f32(), *x = a.in[1].f32();
+  const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
   ChannelSplit sp = planChannelSplit(a, s, aligned16({dy, x}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchChannelPartials<2>(a, s, sp, BwdSums{dy, x, a.in[3].f32()}, partials));
+  HGP_TRY(launchChannelPartials<2>(a, s, sp, BwdSums<T>{dy, x, a.in[3].f32()}, partials));
   bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
       a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
   HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
   bool vec = s.inner % 4 == 0 && aligned16({dy, x, a.out[0].data});
-  return launchChannelMap(a, s, vec, BwdApply{dy, x, coef, a.out[0].f32(), batchStats});
+  return launchChannelMap(a, s, vec, BwdApply<T>{dy, x, coef, a.out[0].as<T>(), batchStats});
+}
+
+} // namespace
+
+Status execBatchNorm(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 5, 5, 1, 1));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 4));
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNorm<decltype(t)>(a); });
+}
+
+Status execBatchNormTrain(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 3, 3));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 2));
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNormTrain<decltype(t)>(a); });
+}
+
+Status execBatchNormBwd(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 5, 5, 3, 3));
+  HGP_TRY(checkChannelOperands(a, 1, 2, 3));
+  return dispatchFloat(a, a.in[1].dtype, [&](auto t) { return batchNormBwd<decltype(t)>(a); });
 }
 
 Status execBnRunningUpdate(CudaArgs& a) {

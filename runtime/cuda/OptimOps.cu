@@ -10,7 +10,9 @@
 // computed once per block in double. Elementwise math follows torch 1.13's single-tensor code in
 // the CPU reference's operation order, with every product and sum rounded separately
 // (__fmul_rn/__fadd_rn: no fused multiply-add), so the GPU reproduces the CPU bit for bit. With
-// ok == 0 nothing changes (results that do not alias their inputs get copies).
+// ok == 0 nothing changes (results that do not alias their inputs get copies). With grad_scale=1
+// (fp16 loss scaling) the last input is the loss scale s, read on the device like lr, and each
+// gradient element is multiplied by 1 / s first, as the CPU does.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 namespace hgp::cuda {
@@ -62,12 +64,18 @@ __device__ void keepValues(const OptimTensor& t, const OptimChunk& c) {
   }
 }
 
+/// 1 / the loss scale, or 1 without loss scaling (a null pointer).
+__device__ __forceinline__ float gradFactor(const float* scale) {
+  return scale ? __fdiv_rn(1.f, *scale) : 1.f;
+}
+
 struct SgdStep {
   SgdParams q;
   float negLr;
   bool first;
+  float unscale;
   __device__ void operator()(float p, float g, float buf, float& pOut, float& bufOut) const {
-    float d = g;
+    float d = unscale != 1.f ? __fmul_rn(g, unscale) : g;
     if (q.hasWd) d = __fadd_rn(d, __fmul_rn(q.wd, p)); // d_p = d_p.add(param, alpha=wd)
     if (q.hasBuf) {
       // buf = clone(d_p) on the first step, else buf.mul_(momentum).add_(d_p, alpha=1-damp).
@@ -81,9 +89,10 @@ struct SgdStep {
 
 struct AdamStep {
   AdamParams q;
-  float decay, bc2Sqrt, negStepSize;
+  float decay, bc2Sqrt, negStepSize, unscale;
   __device__ void operator()(float p, float g, float m, float v, float& pOut, float& mOut,
                              float& vOut) const {
+    if (unscale != 1.f) g = __fmul_rn(g, unscale);
     if (q.decoupled)
       p = __fmul_rn(p, decay); // AdamW: param.mul_(1 - lr*wd)
     else if (q.hasWd)
@@ -98,14 +107,14 @@ struct AdamStep {
 };
 
 __global__ void sgdKernel(const OptimTensor* tensors, const OptimChunk* chunks, const float* lr,
-                          const float* ok, const int64_t* step, SgdParams q) {
+                          const float* ok, const int64_t* step, const float* scale, SgdParams q) {
   OptimChunk c = chunks[blockIdx.x];
   OptimTensor t = tensors[c.tensor];
   if (*ok == 0.f) {
     keepValues(t, c);
     return;
   }
-  SgdStep f{q, -*lr, *step == 0};
+  SgdStep f{q, -*lr, *step == 0, gradFactor(scale)};
   int64_t begin = c.start, end = c.start + c.count;
   if (t.vec) {
     int64_t q4 = (end - begin) / 4;
@@ -133,7 +142,7 @@ __global__ void sgdKernel(const OptimTensor* tensors, const OptimChunk* chunks, 
 }
 
 __global__ void adamKernel(const OptimTensor* tensors, const OptimChunk* chunks, const float* lr,
-                           const float* ok, const int64_t* step, AdamParams q) {
+                           const float* ok, const int64_t* step, const float* scale, AdamParams q) {
   OptimChunk c = chunks[blockIdx.x];
   OptimTensor t = tensors[c.tensor];
   if (*ok == 0.f) {
@@ -150,7 +159,7 @@ __global__ void adamKernel(const OptimTensor* tensors, const OptimChunk* chunks,
     scalars[2] = float(-(lrD / biasCorrection1));
   }
   __syncthreads();
-  AdamStep f{q, scalars[0], scalars[1], scalars[2]};
+  AdamStep f{q, scalars[0], scalars[1], scalars[2], gradFactor(scale)};
   int64_t begin = c.start, end = c.start + c.count;
   if (t.vec) {
     int64_t q4 = (end - begin) / 4;
@@ -181,15 +190,27 @@ __global__ void adamKernel(const OptimTensor* tensors, const OptimChunk* chunks,
 }
 
 /// Checks P, G, lr, ok and step, and that every state input and result is f32 of P's shape.
+/// The inputs other than the loss scale (grad_scale=1 appends it).
+size_t updateInputs(const CudaArgs& a) {
+  return a.in.size() - (a.attrs().getInt("grad_scale", 0) ? 1 : 0);
+}
+
+/// The loss scale on the device, or null without loss scaling.
+const float* lossScaleOf(const CudaArgs& a) {
+  return a.attrs().getInt("grad_scale", 0) ? a.in.back().f32() : nullptr;
+}
+
 Status checkOptimOperands(const CudaArgs& a) {
   const DeviceTensor& p = a.in[0];
+  size_t inputs = updateInputs(a);
+  if (inputs < a.in.size()) HGP_TRY(checkScalar(a, a.in.back(), DType::F32, "loss scale"));
   HGP_TRY(checkF32(a, p, "parameter"));
   HGP_TRY(checkF32(a, a.in[1], "gradient"));
   HGP_TRY(checkShape(a, a.in[1], *p.shape, "gradient"));
   HGP_TRY(checkScalar(a, a.in[2], DType::F32, "lr"));
   HGP_TRY(checkScalar(a, a.in[3], DType::F32, "ok"));
   HGP_TRY(checkScalar(a, a.in[4], DType::I64, "step"));
-  for (size_t i = 5; i < a.in.size(); ++i) {
+  for (size_t i = 5; i < inputs; ++i) {
     HGP_TRY(checkF32(a, a.in[i], "state"));
     HGP_TRY(checkShape(a, a.in[i], *p.shape, "state"));
   }
@@ -215,8 +236,9 @@ Status buildTables(std::vector<CudaArgs>& steps, OptimState& s) {
     OptimTensor t{};
     t.p = a.in[0].f32();
     t.g = a.in[1].f32();
-    t.s1 = a.in.size() > 5 ? a.in[5].f32() : nullptr;
-    t.s2 = a.in.size() > 6 ? a.in[6].f32() : nullptr;
+    size_t inputs = updateInputs(a);
+    t.s1 = inputs > 5 ? a.in[5].f32() : nullptr;
+    t.s2 = inputs > 6 ? a.in[6].f32() : nullptr;
     t.pOut = a.out[0].f32();
     t.s1Out = a.out.size() > 1 ? a.out[1].f32() : nullptr;
     t.s2Out = a.out.size() > 2 ? a.out[2].f32() : nullptr;
@@ -254,9 +276,9 @@ Status sgdGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   double weightDecay = a.attrs().getFloat("weight_decay", 0.0);
   bool hasBuf = momentum != 0;
   for (const CudaArgs& st : steps) {
-    HGP_TRY(checkArity(st, 5, 6, 1, 2));
+    HGP_TRY(checkArity(st, 5, 7, 1, 2));
     HGP_TRY(checkOptimOperands(st));
-    if (st.in.size() != (hasBuf ? 6u : 5u) || st.out.size() != (hasBuf ? 2u : 1u))
+    if (updateInputs(st) != (hasBuf ? 6u : 5u) || st.out.size() != (hasBuf ? 2u : 1u))
       return st.fail("SGD takes a momentum buffer exactly when momentum is nonzero");
   }
   HGP_TRY(buildTables(steps, s));
@@ -266,7 +288,7 @@ Status sgdGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   for (auto [first, count] : s.launches) {
     sgdKernel<<<unsigned(count), kBlock, 0, a.stream>>>(
         s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>() + first, a.in[2].f32(),
-        a.in[3].f32(), a.in[4].as<int64_t>(), q);
+        a.in[3].f32(), a.in[4].as<int64_t>(), lossScaleOf(a), q);
     HGP_TRY(checkLaunch(a, "sgdKernel"));
   }
   return Status::ok();
@@ -275,8 +297,9 @@ Status sgdGroup(std::vector<CudaArgs>& steps, OptimState& s) {
 Status adamGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   const CudaArgs& a = steps[0];
   for (const CudaArgs& st : steps) {
-    HGP_TRY(checkArity(st, 7, 7, 3, 3));
+    HGP_TRY(checkArity(st, 7, 8, 3, 3));
     HGP_TRY(checkOptimOperands(st));
+    if (updateInputs(st) != 7) return st.fail("Adam takes 7 inputs (8 with grad_scale=1)");
   }
   HGP_TRY(buildTables(steps, s));
   AdamParams q{};
@@ -294,7 +317,7 @@ Status adamGroup(std::vector<CudaArgs>& steps, OptimState& s) {
   for (auto [first, count] : s.launches) {
     adamKernel<<<unsigned(count), kBlock, 0, a.stream>>>(
         s.tensors.as<OptimTensor>(), s.chunks.as<OptimChunk>() + first, a.in[2].f32(),
-        a.in[3].f32(), a.in[4].as<int64_t>(), q);
+        a.in[3].f32(), a.in[4].as<int64_t>(), lossScaleOf(a), q);
     HGP_TRY(checkLaunch(a, "adamKernel"));
   }
   return Status::ok();
@@ -308,7 +331,7 @@ Status execOptimizerGroup(std::vector<CudaArgs>& steps, std::unique_ptr<StepStat
   for (const CudaArgs& a : steps)
     if (a.step.op != op || a.attrs() != steps[0].attrs() || a.in.size() < 5 ||
         a.in[2].data != steps[0].in[2].data || a.in[3].data != steps[0].in[3].data ||
-        a.in[4].data != steps[0].in[4].data)
+        a.in[4].data != steps[0].in[4].data || lossScaleOf(a) != lossScaleOf(steps[0]))
       return a.fail("an optimizer group mixes steps that cannot share one launch");
   if (!state) state = std::make_unique<OptimState>();
   OptimState& s = static_cast<OptimState&>(*state);

@@ -9,9 +9,13 @@
 // stays) as a byte in the step's scratch, then takes dY only where the argmax is this element;
 // windows of 255 elements or more recompute the argmax of each covering window instead. For the
 // common 2x2 and 3x3 windows on planes that fit in shared memory, one kernel does both passes a
-// block per plane, reading X once from global memory.
+// block per plane, reading X once from global memory. Every kernel is templated on the element
+// type T (float, or bf16/f16 under mixed precision): it compares and sums in float and rounds
+// its result once on store.
 #include "runtime/cuda/DeviceUtil.cuh"
 #include "runtime/plan/Window.h"
+
+#include <type_traits>
 
 namespace hgp::cuda {
 
@@ -90,14 +94,25 @@ FlatLaunch flatLaunch(const CudaArgs& a, int64_t total) {
 /// multiprocessor); larger planes take the two-pass path.
 constexpr size_t kPlaneSmemLimit = 100 * 1024;
 
-Status checkF32Operands(const CudaArgs& a) {
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  return checkF32(a, a.out[0], "result");
+/// Every operand and the result share one float dtype (the element type T of the kernels).
+Status checkFloatOperands(const CudaArgs& a) {
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
+  for (const auto& v : a.in) HGP_TRY(checkDType(a, v, a.out[0].dtype, "operand"));
+  return Status::ok();
+}
+
+/// A read-only load as float (through the texture path for float).
+template <typename T> __device__ __forceinline__ float ldg(const T* p) {
+  if constexpr (std::is_same_v<T, float>)
+    return __ldg(p);
+  else
+    return toFloat(*p);
 }
 
 /// The argmax of output position (od, oh, ow) within one plane, as an index into the plane and
 /// as an offset in row-major window order; -1 for an empty window.
-__device__ int maxIndex(const PoolGeometry& g, const float* x, int od, int oh, int ow,
+template <typename T>
+__device__ int maxIndex(const PoolGeometry& g, const T* x, int od, int oh, int ow,
                         int* windowOffset = nullptr) {
   int best = -1, bestOffset = -1;
   float bestVal = 0.f;
@@ -108,7 +123,7 @@ __device__ int maxIndex(const PoolGeometry& g, const float* x, int od, int oh, i
       int ih = oh * g.stride[1] - g.padBegin[1] + kh * g.dilation[1];
       if (ih < 0 || ih >= g.in[1]) continue;
       int rowIdx = (id * g.in[1] + ih) * g.in[2], iw0 = ow * g.stride[2] - g.padBegin[2];
-      const float* row = x + rowIdx;
+      const T* row = x + rowIdx;
       for (int kw0 = 0; kw0 < g.k[2]; kw0 += 4) {
         // Four loads from always-valid addresses first, so they are in flight together.
         float v[4];
@@ -117,7 +132,7 @@ __device__ int maxIndex(const PoolGeometry& g, const float* x, int od, int oh, i
         for (int j = 0; j < 4; ++j) {
           int iw = iw0 + (kw0 + j) * g.dilation[2];
           ok[j] = kw0 + j < g.k[2] && iw >= 0 && iw < g.in[2];
-          v[j] = __ldg(row + (ok[j] ? iw : 0));
+          v[j] = ldg(row + (ok[j] ? iw : 0));
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -158,8 +173,8 @@ __device__ __forceinline__ Pos posOf(I i, const int n[3]) {
 
 /// maxIndex for a 2-D window of compile-time size KH x KW (k[0] == 1): every load is issued
 /// before the comparisons, which run in window order.
-template <int KH, int KW, bool Shared = false>
-__device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const float* x, int oh, int ow,
+template <int KH, int KW, bool Shared = false, typename T = float>
+__device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const T* x, int oh, int ow,
                                           int* windowOffset) {
   int ih0 = oh * g.stride[1] - g.padBegin[1], iw0 = ow * g.stride[2] - g.padBegin[2];
   float v[KH * KW];
@@ -174,7 +189,7 @@ __device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const float* x,
       bool in = rowOk && iw >= 0 && iw < g.in[2];
       ok[kh * KW + kw] = in;
       int at = in ? ih * g.in[2] + iw : 0;
-      v[kh * KW + kw] = Shared ? x[at] : __ldg(x + at);
+      v[kh * KW + kw] = Shared ? toFloat(x[at]) : ldg(x + at);
     }
   }
   int best = -1;
@@ -191,8 +206,8 @@ __device__ __forceinline__ int maxIndex2d(const PoolGeometry& g, const float* x,
 }
 
 /// The argmax (index and window offset) for window sizes K (KH x KW, 0 x 0: any).
-template <int KH, int KW>
-__device__ __forceinline__ int windowMax(const PoolGeometry& g, const float* x, int od, int oh,
+template <int KH, int KW, typename T>
+__device__ __forceinline__ int windowMax(const PoolGeometry& g, const T* x, int od, int oh,
                                          int ow, int* windowOffset = nullptr) {
   if constexpr (KH > 0)
     return maxIndex2d<KH, KW>(g, x, oh, ow, windowOffset);
@@ -200,19 +215,19 @@ __device__ __forceinline__ int windowMax(const PoolGeometry& g, const float* x, 
     return maxIndex(g, x, od, oh, ow, windowOffset);
 }
 
-template <int KH, int KW, typename I>
-__global__ void maxPoolKernel(PoolGeometry g, const float* x, float* y, I total) {
+template <typename T, int KH, int KW, typename I>
+__global__ void maxPoolKernel(PoolGeometry g, const T* x, T* y, I total) {
   HGP_FLAT_LOOP(I, i, total) {
     Pos q = posOf(i, g.out);
-    const float* xp = x + q.p * g.inVol();
+    const T* xp = x + q.p * g.inVol();
     int idx = windowMax<KH, KW>(g, xp, q.d, q.h, q.w);
-    y[i] = idx < 0 ? -INFINITY : xp[idx];
+    y[i] = idx < 0 ? fromFloat<T>(-INFINITY) : xp[idx];
   }
 }
 
 /// MaxPoolBwd, pass 1: each output's argmax as its offset in window order (255: empty).
-template <int KH, int KW, typename I>
-__global__ void maxArgKernel(PoolGeometry g, const float* x, uint8_t* arg, I total) {
+template <typename T, int KH, int KW, typename I>
+__global__ void maxArgKernel(PoolGeometry g, const T* x, uint8_t* arg, I total) {
   HGP_FLAT_LOOP(I, i, total) {
     Pos q = posOf(i, g.out);
     int offset;
@@ -221,31 +236,31 @@ __global__ void maxArgKernel(PoolGeometry g, const float* x, uint8_t* arg, I tot
   }
 }
 
-/// Launches kernel<KH, KW, I> for the common 2-D windows (2x2, 3x3) and kernel<0, 0, I>
+/// Launches kernel<T, KH, KW, I> for the common 2-D windows (2x2, 3x3) and kernel<T, 0, 0, I>
 /// otherwise, with I the narrowest index type for l.total.
-#define HGP_WINDOW_DISPATCH_I(g, kernel, I, l, stream, ...)                                        \
+#define HGP_WINDOW_DISPATCH_I(T, g, kernel, I, l, stream, ...)                                     \
   do {                                                                                             \
     if ((g).k[0] == 1 && (g).k[1] == 3 && (g).k[2] == 3)                                           \
-      kernel<3, 3, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
+      kernel<T, 3, 3, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));        \
     else if ((g).k[0] == 1 && (g).k[1] == 2 && (g).k[2] == 2)                                      \
-      kernel<2, 2, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
+      kernel<T, 2, 2, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));        \
     else                                                                                           \
-      kernel<0, 0, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));           \
+      kernel<T, 0, 0, I><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, I((l).total));        \
   } while (0)
-#define HGP_WINDOW_DISPATCH(g, kernel, l, stream, ...)                                             \
+#define HGP_WINDOW_DISPATCH(T, g, kernel, l, stream, ...)                                          \
   do {                                                                                             \
     if ((l).narrow())                                                                              \
-      HGP_WINDOW_DISPATCH_I(g, kernel, uint32_t, l, stream, __VA_ARGS__);                          \
+      HGP_WINDOW_DISPATCH_I(T, g, kernel, uint32_t, l, stream, __VA_ARGS__);                       \
     else                                                                                           \
-      HGP_WINDOW_DISPATCH_I(g, kernel, uint64_t, l, stream, __VA_ARGS__);                          \
+      HGP_WINDOW_DISPATCH_I(T, g, kernel, uint64_t, l, stream, __VA_ARGS__);                       \
   } while (0)
-/// Launches kernel<I> with I the narrowest index type for l.total.
-#define HGP_FLAT_DISPATCH(kernel, l, stream, ...)                                                  \
+/// Launches kernel<T, I> with I the narrowest index type for l.total.
+#define HGP_FLAT_DISPATCH(T, kernel, l, stream, ...)                                               \
   do {                                                                                             \
     if ((l).narrow())                                                                              \
-      kernel<uint32_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint32_t((l).total));   \
+      kernel<T, uint32_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint32_t((l).total)); \
     else                                                                                           \
-      kernel<uint64_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint64_t((l).total));   \
+      kernel<T, uint64_t><<<(l).grid, (l).threads, 0, stream>>>(__VA_ARGS__, uint64_t((l).total)); \
   } while (0)
 
 /// The output positions of dim d whose undilated window [o*s - pad, o*s - pad + k) holds input
@@ -298,16 +313,16 @@ __device__ __forceinline__ void coveringRangeS(const PoolGeometry& g, int d, int
 /// X and its argmax bytes fit in shared memory: a block per plane loads X once, computes every
 /// window's argmax from shared memory, then gathers dY for each input element, in the same order
 /// as maxPoolBwdKernel.
-template <int KH, int KW, int S>
+template <int KH, int KW, int S, typename T>
 __global__ void maxPoolBwdPlaneKernel(PoolGeometry g, FastDiv byInW, FastDiv byOutW,
-                                      const float* dy, const float* x, float* dx) {
+                                      const T* dy, const T* x, T* dx) {
   extern __shared__ float sx[];
   int inVol = g.in[1] * g.in[2], outVol = g.out[1] * g.out[2];
   uint8_t* sarg = reinterpret_cast<uint8_t*>(sx + inVol);
   for (int64_t p = blockIdx.x; p < g.planes; p += gridDim.x) {
-    const float* xp = x + p * inVol;
-    const float* dyp = dy + p * outVol;
-    for (int i = threadIdx.x; i < inVol; i += blockDim.x) sx[i] = xp[i];
+    const T* xp = x + p * inVol;
+    const T* dyp = dy + p * outVol;
+    for (int i = threadIdx.x; i < inVol; i += blockDim.x) sx[i] = toFloat(xp[i]);
     __syncthreads();
     for (int o = threadIdx.x; o < outVol; o += blockDim.x) {
       int offset, oh = byOutW(o);
@@ -325,11 +340,11 @@ __global__ void maxPoolBwdPlaneKernel(PoolGeometry g, FastDiv byInW, FastDiv byO
         int o = oh * g.out[2] + lo2;
         int k = (ih + g.padBegin[1] - oh * S) * KW + iw + g.padBegin[2] - lo2 * S;
         for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= S) {
-          float dv = __ldg(dyp + o);
+          float dv = ldg(dyp + o);
           acc = int(sarg[o]) == k ? __fadd_rn(acc, dv) : acc;
         }
       }
-      dx[p * inVol + i] = acc;
+      dx[p * inVol + i] = fromFloat<T>(acc);
     }
     __syncthreads();
   }
@@ -338,13 +353,13 @@ __global__ void maxPoolBwdPlaneKernel(PoolGeometry g, FastDiv byInW, FastDiv byO
 /// MaxPoolBwd, pass 2: each input element sums dY over the windows whose argmax it is, in
 /// row-major output order. With arg == nullptr (windows of 255 elements or more) each covering
 /// window's argmax is recomputed instead.
-template <typename I>
-__global__ void maxPoolBwdKernel(PoolGeometry g, const float* dy, const float* x,
-                                 const uint8_t* arg, float* dx, bool undilated, I total) {
+template <typename T, typename I>
+__global__ void maxPoolBwdKernel(PoolGeometry g, const T* dy, const T* x, const uint8_t* arg,
+                                 T* dx, bool undilated, I total) {
   int inVol = g.inVol(), outVol = g.outVol();
   HGP_FLAT_LOOP(I, i, total) {
     Pos q = posOf(i, g.in);
-    const float* dyp = dy + q.p * outVol;
+    const T* dyp = dy + q.p * outVol;
     float acc = 0.f;
     if (arg && undilated) {
       const uint8_t* ap = arg + q.p * outVol;
@@ -359,13 +374,13 @@ __global__ void maxPoolBwdKernel(PoolGeometry g, const float* dy, const float* x
           int o = (od * g.out[1] + oh) * g.out[2] + lo2;
           int k = kdh + q.w + g.padBegin[2] - lo2 * g.stride[2];
           for (int ow = lo2; ow <= hi2; ++ow, ++o, k -= g.stride[2]) {
-            float dv = dyp[o];
+            float dv = toFloat(dyp[o]);
             acc = int(ap[o]) == k ? __fadd_rn(acc, dv) : acc;
           }
         }
       }
     } else {
-      const float* xp = x + q.p * inVol;
+      const T* xp = x + q.p * inVol;
       const uint8_t* ap = arg ? arg + q.p * outVol : nullptr;
       int idx = (q.d * g.in[1] + q.h) * g.in[2] + q.w;
       maxCovering(g, 0, q.d, [&](int od, int kd) {
@@ -374,12 +389,12 @@ __global__ void maxPoolBwdKernel(PoolGeometry g, const float* dy, const float* x
             int o = (od * g.out[1] + oh) * g.out[2] + ow;
             bool mine = ap ? ap[o] == (kd * g.k[1] + kh) * g.k[2] + kw
                            : maxIndex(g, xp, od, oh, ow) == idx;
-            if (mine) acc = __fadd_rn(acc, dyp[o]);
+            if (mine) acc = __fadd_rn(acc, toFloat(dyp[o]));
           });
         });
       });
     }
-    dx[i] = acc;
+    dx[i] = fromFloat<T>(acc);
   }
 }
 
@@ -404,26 +419,27 @@ __device__ int64_t avgWindow(const PoolGeometry& g, int od, int oh, int ow, AvgS
   return int64_t(s[0].hi - s[0].lo) * (s[1].hi - s[1].lo) * (s[2].hi - s[2].lo);
 }
 
-template <typename I>
-__global__ void avgPoolKernel(PoolGeometry g, const float* x, float* y, I total) {
+template <typename T, typename I>
+__global__ void avgPoolKernel(PoolGeometry g, const T* x, T* y, I total) {
   HGP_FLAT_LOOP(I, i, total) {
     Pos q = posOf(i, g.out);
-    const float* xp = x + q.p * g.inVol();
+    const T* xp = x + q.p * g.inVol();
     AvgSpan s[3];
     int64_t divisor = avgWindow(g, q.d, q.h, q.w, s);
     double sum = 0;
     for (int id = s[0].lo; id < s[0].hi; ++id)
       for (int ih = s[1].lo; ih < s[1].hi; ++ih)
-        for (int iw = s[2].lo; iw < s[2].hi; ++iw) sum += xp[(id * g.in[1] + ih) * g.in[2] + iw];
-    y[i] = divisor ? float(sum / double(divisor)) : 0.f;
+        for (int iw = s[2].lo; iw < s[2].hi; ++iw)
+          sum += toFloat(xp[(id * g.in[1] + ih) * g.in[2] + iw]);
+    y[i] = fromFloat<T>(divisor ? float(sum / double(divisor)) : 0.f);
   }
 }
 
-template <typename I>
-__global__ void avgPoolBwdKernel(PoolGeometry g, const float* dy, float* dx, I total) {
+template <typename T, typename I>
+__global__ void avgPoolBwdKernel(PoolGeometry g, const T* dy, T* dx, I total) {
   HGP_FLAT_LOOP(I, i, total) {
     Pos q = posOf(i, g.in);
-    const float* dyp = dy + q.p * g.outVol();
+    const T* dyp = dy + q.p * g.outVol();
     int lo0, hi0, lo1, hi1, lo2, hi2;
     coveringRange(g, 0, q.d, lo0, hi0);
     coveringRange(g, 1, q.h, lo1, hi1);
@@ -435,73 +451,78 @@ __global__ void avgPoolBwdKernel(PoolGeometry g, const float* dy, float* dx, I t
           AvgSpan s[3];
           int64_t divisor = avgWindow(g, od, oh, ow, s);
           if (!divisor) continue;
-          acc = __fadd_rn(acc, dyp[(od * g.out[1] + oh) * g.out[2] + ow] / float(divisor));
+          acc = __fadd_rn(acc, toFloat(dyp[(od * g.out[1] + oh) * g.out[2] + ow]) / float(divisor));
         }
-    dx[i] = acc;
+    dx[i] = fromFloat<T>(acc);
   }
 }
 
 /// A warp per plane: the mean of vol elements, summed in double.
-__global__ void globalAvgWarpKernel(const float* x, float* y, int64_t planes, int64_t vol) {
+template <typename T>
+__global__ void globalAvgWarpKernel(const T* x, T* y, int64_t planes, int64_t vol) {
   int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
   int lane = int(threadIdx.x & 31);
   int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
   for (int64_t p = warp; p < planes; p += warps) {
-    const float* xp = x + p * vol;
+    const T* xp = x + p * vol;
     double sum = 0;
-    for (int64_t i = lane; i < vol; i += 32) sum += xp[i];
+    for (int64_t i = lane; i < vol; i += 32) sum += toFloat(xp[i]);
     sum = warpSum(sum);
-    if (lane == 0) y[p] = float(sum / double(vol));
+    if (lane == 0) y[p] = fromFloat<T>(float(sum / double(vol)));
   }
 }
 
 /// A block per plane, for large planes.
-__global__ void globalAvgBlockKernel(const float* x, float* y, int64_t planes, int64_t vol) {
+template <typename T>
+__global__ void globalAvgBlockKernel(const T* x, T* y, int64_t planes, int64_t vol) {
   __shared__ double scratch[32];
   for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
-    const float* xp = x + p * vol;
+    const T* xp = x + p * vol;
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < vol; i += blockDim.x) sum += xp[i];
+    for (int64_t i = threadIdx.x; i < vol; i += blockDim.x) sum += toFloat(xp[i]);
     sum = blockSum(sum, scratch);
-    if (threadIdx.x == 0) y[p] = float(sum / double(vol));
+    if (threadIdx.x == 0) y[p] = fromFloat<T>(float(sum / double(vol)));
   }
 }
 
-__global__ void globalAvgBwdKernel(const float* dy, float* dx, int64_t total, int64_t vol) {
-  HGP_GRID_LOOP(i, total) dx[i] = dy[i / vol] / float(vol);
+template <typename T>
+__global__ void globalAvgBwdKernel(const T* dy, T* dx, int64_t total, int64_t vol) {
+  HGP_GRID_LOOP(i, total) dx[i] = fromFloat<T>(toFloat(dy[i / vol]) / float(vol));
 }
 
 } // namespace
 
 Status execMaxPool(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+  HGP_TRY(checkFloatOperands(a));
   PoolGeometry g;
   HGP_TRY(readPoolGeometry(a, *a.in[0].shape, *a.out[0].shape, g));
   FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
-  HGP_WINDOW_DISPATCH(g, maxPoolKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
-  return checkLaunch(a, "maxPoolKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    HGP_WINDOW_DISPATCH(T, g, maxPoolKernel, l, a.stream, g, a.in[0].as<T>(), a.out[0].as<T>());
+    return checkLaunch(a, "maxPoolKernel");
+  });
 }
 
-template <int KH, int KW, int S>
+template <int KH, int KW, int S, typename T>
 Status launchPlaneBwd(CudaArgs& a, const PoolGeometry& g, size_t smem) {
   // Once per process (in the first, eager run): allow more than the default 48 KiB.
   static const cudaError_t allowed = cudaFuncSetAttribute(
-      maxPoolBwdPlaneKernel<KH, KW, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      maxPoolBwdPlaneKernel<KH, KW, S, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       int(kPlaneSmemLimit));
   HGP_CUDA_TRY(allowed);
   // A thread per element of the plane, up to 512; small planes get small blocks, many per SM.
   int threads = std::min(512, std::max(64, (g.inVol() + 31) / 32 * 32));
   unsigned grid = unsigned(std::min<int64_t>(g.planes, int64_t(smCount(a)) * (4096 / threads)));
-  maxPoolBwdPlaneKernel<KH, KW, S><<<grid, threads, smem, a.stream>>>(
-      g, FastDiv(uint32_t(g.in[2])), FastDiv(uint32_t(g.out[2])), a.in[0].f32(), a.in[1].f32(),
-      a.out[0].f32());
+  maxPoolBwdPlaneKernel<KH, KW, S, T><<<grid, threads, smem, a.stream>>>(
+      g, FastDiv(uint32_t(g.in[2])), FastDiv(uint32_t(g.out[2])), a.in[0].as<T>(), a.in[1].as<T>(),
+      a.out[0].as<T>());
   return checkLaunch(a, "maxPoolBwdPlaneKernel");
 }
 
-Status execMaxPoolBwd(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 2, 2, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+template <typename T> Status maxPoolBwd(CudaArgs& a) {
+  HGP_TRY(checkFloatOperands(a));
   PoolGeometry g;
   HGP_TRY(readPoolGeometry(a, *a.in[1].shape, *a.in[0].shape, g));
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
@@ -512,39 +533,48 @@ Status execMaxPoolBwd(CudaArgs& a) {
   if (planar && smem <= kPlaneSmemLimit) {
     bool s1 = g.stride[1] == 1;
     if (g.k[1] == 3 && g.k[2] == 3)
-      return s1 ? launchPlaneBwd<3, 3, 1>(a, g, smem) : launchPlaneBwd<3, 3, 2>(a, g, smem);
+      return s1 ? launchPlaneBwd<3, 3, 1, T>(a, g, smem) : launchPlaneBwd<3, 3, 2, T>(a, g, smem);
     if (g.k[1] == 2 && g.k[2] == 2)
-      return s1 ? launchPlaneBwd<2, 2, 1>(a, g, smem) : launchPlaneBwd<2, 2, 2>(a, g, smem);
+      return s1 ? launchPlaneBwd<2, 2, 1, T>(a, g, smem) : launchPlaneBwd<2, 2, 2, T>(a, g, smem);
   }
   uint8_t* arg = nullptr;
   if (g.windowVol() < 255) {
     // A byte per output in the step's scratch: the argmaxes, computed once.
     HGP_TRY(stepScratch(a, size_t(g.planes * g.outVol()), arg));
     FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
-    HGP_WINDOW_DISPATCH(g, maxArgKernel, l, a.stream, g, a.in[1].f32(), arg);
+    HGP_WINDOW_DISPATCH(T, g, maxArgKernel, l, a.stream, g, a.in[1].as<T>(), arg);
     HGP_TRY(checkLaunch(a, "maxArgKernel"));
   }
   FlatLaunch l = flatLaunch(a, g.planes * g.inVol());
-  HGP_FLAT_DISPATCH(maxPoolBwdKernel, l, a.stream, g, a.in[0].f32(), a.in[1].f32(), arg,
-                    a.out[0].f32(), undilated);
+  HGP_FLAT_DISPATCH(T, maxPoolBwdKernel, l, a.stream, g, a.in[0].as<T>(), a.in[1].as<T>(), arg,
+                    a.out[0].as<T>(), undilated);
   return checkLaunch(a, "maxPoolBwdKernel");
+}
+
+Status execMaxPoolBwd(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 2, 2, 1, 1));
+  HGP_TRY(checkFloatOperands(a));
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return maxPoolBwd<decltype(t)>(a); });
 }
 
 Status execAveragePool(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+  HGP_TRY(checkFloatOperands(a));
   PoolGeometry g;
   HGP_TRY(readPoolGeometry(a, *a.in[0].shape, *a.out[0].shape, g));
   for (int d : g.dilation)
     if (d != 1) return a.fail("AveragePool with dilations is not supported");
   FlatLaunch l = flatLaunch(a, g.planes * g.outVol());
-  HGP_FLAT_DISPATCH(avgPoolKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
-  return checkLaunch(a, "avgPoolKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    HGP_FLAT_DISPATCH(T, avgPoolKernel, l, a.stream, g, a.in[0].as<T>(), a.out[0].as<T>());
+    return checkLaunch(a, "avgPoolKernel");
+  });
 }
 
 Status execAveragePoolBwd(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+  HGP_TRY(checkFloatOperands(a));
   std::vector<int64_t> xShape;
   HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
   HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
@@ -553,31 +583,37 @@ Status execAveragePoolBwd(CudaArgs& a) {
   for (int d : g.dilation)
     if (d != 1) return a.fail("AveragePool with dilations is not supported");
   FlatLaunch l = flatLaunch(a, g.planes * g.inVol());
-  HGP_FLAT_DISPATCH(avgPoolBwdKernel, l, a.stream, g, a.in[0].f32(), a.out[0].f32());
-  return checkLaunch(a, "avgPoolBwdKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    HGP_FLAT_DISPATCH(T, avgPoolBwdKernel, l, a.stream, g, a.in[0].as<T>(), a.out[0].as<T>());
+    return checkLaunch(a, "avgPoolBwdKernel");
+  });
 }
 
 Status execGlobalAveragePool(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+  HGP_TRY(checkFloatOperands(a));
   const Shape& x = *a.in[0].shape;
   if (x.size() < 3) return a.fail("GlobalAveragePool needs rank 3 or more");
   Shape y = x;
   for (size_t i = 2; i < y.size(); ++i) y[i] = 1;
   HGP_TRY(checkShape(a, a.out[0], y, "Y"));
   int64_t planes = x[0] * x[1], vol = a.in[0].numel() / planes;
-  if (vol >= 8192)
-    globalAvgBlockKernel<<<blocksFor(a, planes * kBlock), kBlock, 0, a.stream>>>(
-        a.in[0].f32(), a.out[0].f32(), planes, vol);
-  else
-    globalAvgWarpKernel<<<blocksFor(a, planes * 32), kBlock, 0, a.stream>>>(
-        a.in[0].f32(), a.out[0].f32(), planes, vol);
-  return checkLaunch(a, "globalAvgKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    if (vol >= 8192)
+      globalAvgBlockKernel<<<blocksFor(a, planes * kBlock), kBlock, 0, a.stream>>>(
+          a.in[0].as<T>(), a.out[0].as<T>(), planes, vol);
+    else
+      globalAvgWarpKernel<<<blocksFor(a, planes * 32), kBlock, 0, a.stream>>>(
+          a.in[0].as<T>(), a.out[0].as<T>(), planes, vol);
+    return checkLaunch(a, "globalAvgKernel");
+  });
 }
 
 Status execGlobalAveragePoolBwd(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32Operands(a));
+  HGP_TRY(checkFloatOperands(a));
   std::vector<int64_t> x;
   HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), x));
   HGP_TRY(checkShape(a, a.out[0], x, "dX"));
@@ -586,9 +622,12 @@ Status execGlobalAveragePoolBwd(CudaArgs& a) {
   for (size_t i = 2; i < y.size(); ++i) y[i] = 1;
   HGP_TRY(checkShape(a, a.in[0], y, "dY"));
   int64_t planes = x[0] * x[1], total = numElements(x), vol = total / planes;
-  globalAvgBwdKernel<<<blocksFor(a, total), kBlock, 0, a.stream>>>(a.in[0].f32(), a.out[0].f32(),
-                                                                   total, vol);
-  return checkLaunch(a, "globalAvgBwdKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    globalAvgBwdKernel<<<blocksFor(a, total), kBlock, 0, a.stream>>>(a.in[0].as<T>(),
+                                                                     a.out[0].as<T>(), total, vol);
+    return checkLaunch(a, "globalAvgBwdKernel");
+  });
 }
 
 } // namespace hgp::cuda

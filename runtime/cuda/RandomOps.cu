@@ -7,6 +7,8 @@
 // counter is read on the device, so a replayed graph draws a fresh mask every step.
 #include "runtime/cuda/DeviceUtil.cuh"
 
+#include <type_traits>
+
 namespace hgp::cuda {
 
 namespace {
@@ -38,7 +40,8 @@ __device__ __forceinline__ float keep(float x, uint32_t bits, const DropoutParam
   return uniformOf(bits) >= p.threshold ? x * p.scale : 0.f;
 }
 
-__global__ void dropoutKernel(DropoutParams p, const int64_t* iterPtr, const float* x, float* y,
+template <typename T>
+__global__ void dropoutKernel(DropoutParams p, const int64_t* iterPtr, const T* x, T* y,
                               int64_t n, bool vec) {
   uint64_t iter = uint64_t(*iterPtr);
   HGP_GRID_LOOP(q, (n + 3) / 4) {
@@ -46,7 +49,11 @@ __global__ void dropoutKernel(DropoutParams p, const int64_t* iterPtr, const flo
     uint4 r = philox4x32(make_uint4(uint32_t(index >> 2), uint32_t(index >> 34), uint32_t(iter),
                                     uint32_t(iter >> 32)),
                          p.key0, p.key1);
-    if (vec && int64_t(index) + 4 <= n) {
+    if constexpr (!std::is_same_v<T, float>) { // 16-bit storage: scalar, in float
+      uint32_t bits[4] = {r.x, r.y, r.z, r.w};
+      for (int k = 0; k < 4 && int64_t(index) + k < n; ++k)
+        y[index + k] = fromFloat<T>(keep(toFloat(x[index + k]), bits[k], p));
+    } else if (vec && int64_t(index) + 4 <= n) {
       float4 v = reinterpret_cast<const float4*>(x)[q];
       reinterpret_cast<float4*>(y)[q] =
           make_float4(keep(v.x, r.x, p), keep(v.y, r.y, p), keep(v.z, r.z, p), keep(v.w, r.w, p));
@@ -60,8 +67,8 @@ __global__ void dropoutKernel(DropoutParams p, const int64_t* iterPtr, const flo
 
 /// y = x * mask * scale; the identity when `iter` is absent or ratio is 0.
 Status applyDropout(CudaArgs& a, const DeviceTensor* iter) {
-  HGP_TRY(checkF32(a, a.in[0], "input"));
-  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkFloat(a, a.in[0], "input"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "result"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
   double ratio = a.attrs().getFloat("ratio", 0.5);
   if (!(ratio >= 0 && ratio < 1)) return a.fail("dropout ratio must be in [0, 1)");
@@ -76,9 +83,12 @@ Status applyDropout(CudaArgs& a, const DeviceTensor* iter) {
   p.scale = float(1.0 / (1.0 - ratio));
   int64_t n = a.in[0].numel();
   bool vec = aligned16({a.in[0].data, a.out[0].data});
-  dropoutKernel<<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
-      p, iter->as<int64_t>(), a.in[0].f32(), a.out[0].f32(), n, vec);
-  return checkLaunch(a, "dropoutKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    dropoutKernel<<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
+        p, iter->as<int64_t>(), a.in[0].as<T>(), a.out[0].as<T>(), n, vec);
+    return checkLaunch(a, "dropoutKernel");
+  });
 }
 
 } // namespace

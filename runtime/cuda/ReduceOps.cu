@@ -5,65 +5,75 @@
 // full reductions take the split two-stage channel reduction (DeviceUtil.cuh) when each output
 // sums many elements, and reductions over the leading dims (the Gemm-bias gradient) sum columns.
 // Everything else runs a thread per output that walks its reduced elements in row-major order,
-// the order in which the CPU adds them. No atomics: results are deterministic.
+// the order in which the CPU adds them. No atomics: results are deterministic. bf16/f16 inputs
+// (mixed precision) are read as float and the result rounded once on store.
 #include "runtime/cuda/DeviceUtil.cuh"
+
+#include <type_traits>
 
 namespace hgp::cuda {
 
 namespace {
 
-struct SumOne {
-  const float* x;
+template <typename T> struct SumOne {
+  const T* x;
   struct Channel {
-    const float* x;
-    __device__ void one(double (&acc)[1], int64_t off) const { acc[0] += x[off]; }
+    const T* x;
+    __device__ void one(double (&acc)[1], int64_t off) const { acc[0] += toFloat(x[off]); }
     __device__ void four(double (&acc)[1], int64_t off) const {
-      float4 v = *reinterpret_cast<const float4*>(x + off);
-      acc[0] += (double(v.x) + double(v.y)) + (double(v.z) + double(v.w));
+      if constexpr (std::is_same_v<T, float>) {
+        float4 v = *reinterpret_cast<const float4*>(x + off);
+        acc[0] += (double(v.x) + double(v.y)) + (double(v.z) + double(v.w));
+      } else {
+        acc[0] += (double(toFloat(x[off])) + double(toFloat(x[off + 1]))) +
+                  (double(toFloat(x[off + 2])) + double(toFloat(x[off + 3])));
+      }
     }
   };
   __device__ Channel channel(int64_t) const { return {x}; }
 };
 
+template <typename T>
 __global__ void channelFinalizeKernel(int64_t channels, int parts, const double* partials,
-                                      double divisor, float* y) {
+                                      double divisor, T* y) {
   HGP_GRID_LOOP(c, channels) {
     double s[1];
     sumParts<1>(partials, parts, c, s);
-    y[c] = float(divisor != 1.0 ? s[0] / divisor : s[0]);
+    y[c] = fromFloat<T>(float(divisor != 1.0 ? s[0] / divisor : s[0]));
   }
 }
 
 /// Sums the rows of a row-major [rows, cols] matrix (the Gemm-bias gradient: every dim but the
 /// last ones): a block of 32 x 8 threads per 32 columns; thread row t adds rows t, t + 8, ... in
 /// order, then the block adds its 8 partials in order. Deterministic, and coalesced along rows.
-__global__ void columnSumKernel(const float* x, float* y, int64_t rows, int64_t cols,
-                                double divisor) {
+template <typename T>
+__global__ void columnSumKernel(const T* x, T* y, int64_t rows, int64_t cols, double divisor) {
   __shared__ double part[8][33];
   int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   double acc = 0;
   if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += 8) acc += x[r * cols + c];
+    for (int64_t r = threadIdx.y; r < rows; r += 8) acc += toFloat(x[r * cols + c]);
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     double sum = 0;
     for (int i = 0; i < 8; ++i) sum += part[i][threadIdx.x];
-    y[c] = float(divisor != 1.0 ? sum / divisor : sum);
+    y[c] = fromFloat<T>(float(divisor != 1.0 ? sum / divisor : sum));
   }
 }
 
 /// A thread per output: `kept` maps the output index to X's offset, `reduced` the reduced index.
-__global__ void reduceGeneralKernel(const float* x, float* y, Dims kept, Dims reduced,
-                                    int64_t outputs, int64_t count, double divisor) {
+template <typename T>
+__global__ void reduceGeneralKernel(const T* x, T* y, Dims kept, Dims reduced, int64_t outputs,
+                                    int64_t count, double divisor) {
   HGP_GRID_LOOP(j, outputs) {
-    const float* xp = x + stridedOffset(kept, j);
+    const T* xp = x + stridedOffset(kept, j);
     int64_t idx[kMaxDims] = {};
     int64_t off = 0;
     double acc = 0;
     int last = reduced.rank - 1;
     for (int64_t r = 0; r < count; ++r) {
-      acc += xp[off];
+      acc += toFloat(xp[off]);
       // Odometer over the reduced dims, last fastest.
       for (int d = last; d >= 0; --d) {
         if (++idx[d] < reduced.size[d]) {
@@ -74,14 +84,13 @@ __global__ void reduceGeneralKernel(const float* x, float* y, Dims kept, Dims re
         idx[d] = 0;
       }
     }
-    y[j] = float(divisor != 1.0 ? acc / divisor : acc);
+    y[j] = fromFloat<T>(float(divisor != 1.0 ? acc / divisor : acc));
   }
 }
 
-Status reduce(CudaArgs& a, bool mean) {
+template <typename T> Status reduce(CudaArgs& a, bool mean) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "X"));
-  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   const Shape& x = *a.in[0].shape;
   const AttrValue* axesAttr = a.attrs().find("axes");
   if (!axesAttr || !std::holds_alternative<std::vector<int64_t>>(*axesAttr))
@@ -130,8 +139,8 @@ Status reduce(CudaArgs& a, bool mean) {
       keptStrides.push_back(xs[d]);
     }
   }
-  const float* xp = a.in[0].f32();
-  float* yp = a.out[0].f32();
+  const T* xp = a.in[0].as<T>();
+  T* yp = a.out[0].as<T>();
   if (keptContiguous) {
     ChannelShape s;
     s.channels = outputs;
@@ -142,7 +151,7 @@ Status reduce(CudaArgs& a, bool mean) {
       ChannelSplit sp = planChannelSplit(a, s, aligned16({xp}));
       double* partials;
       HGP_TRY(stepScratch(a, size_t(outputs * sp.parts) * sizeof(double), partials));
-      HGP_TRY(launchChannelPartials<1>(a, s, sp, SumOne{xp}, partials));
+      HGP_TRY(launchChannelPartials<1>(a, s, sp, SumOne<T>{xp}, partials));
       channelFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(outputs, sp.parts,
                                                                             partials, divisor, yp);
       return checkLaunch(a, "channelFinalizeKernel");
@@ -168,10 +177,10 @@ Status reduce(CudaArgs& a, bool mean) {
 } // namespace
 
 Status execReduceMean(CudaArgs& a) {
-  return reduce(a, /*mean=*/true);
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return reduce<decltype(t)>(a, /*mean=*/true); });
 }
 Status execReduceSum(CudaArgs& a) {
-  return reduce(a, /*mean=*/false);
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return reduce<decltype(t)>(a, /*mean=*/false); });
 }
 
 } // namespace hgp::cuda

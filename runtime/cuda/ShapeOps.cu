@@ -4,7 +4,7 @@
 // The pure data-movement ops move elements of dtypeSize bytes, so they work for every dtype:
 // Concat and Split are one 2-D copy per part (cudaMemcpy2DAsync), Reshape a flat copy, and
 // Slice, Transpose and Expand one strided gather (merged dims, strides that may be zero or
-// negative). Pad and the gradients are f32. PadBwd is a gather: each input element sums the
+// negative). Pad and the gradients compute in float on f32, bf16 or f16 tensors. PadBwd is a gather: each input element sums the
 // padded positions that read it, in row-major order starting from zero, which is exactly the
 // order in which the CPU reference accumulates them.
 #include "runtime/cuda/DeviceUtil.cuh"
@@ -186,7 +186,8 @@ __device__ __forceinline__ int64_t padSource(const PadGeometry& g, int d, int64_
   return i < 0 ? -i : 2 * (n - 1) - i; // reflect excludes the edge element
 }
 
-__global__ void padKernel(PadGeometry g, const float* x, float* y, int64_t total) {
+template <typename T>
+__global__ void padKernel(PadGeometry g, const T* x, T* y, int64_t total) {
   HGP_GRID_LOOP(o, total) {
     int64_t rest = o, in = 0, stride = 1;
     bool fill = false;
@@ -198,7 +199,7 @@ __global__ void padKernel(PadGeometry g, const float* x, float* y, int64_t total
       in += i * stride;
       stride *= g.in[d];
     }
-    y[o] = fill ? g.value : x[in];
+    y[o] = fill ? fromFloat<T>(g.value) : x[in];
   }
 }
 
@@ -233,7 +234,8 @@ __device__ __forceinline__ Candidates padReaders(const PadGeometry& g, int d, in
   return c;
 }
 
-__global__ void padBwdKernel(PadGeometry g, const float* dy, float* dx, int64_t total) {
+template <typename T>
+__global__ void padBwdKernel(PadGeometry g, const T* dy, T* dx, int64_t total) {
   HGP_GRID_LOOP(e, total) {
     Candidates c[kMaxDims];
     int64_t rest = e;
@@ -256,7 +258,7 @@ __global__ void padBwdKernel(PadGeometry g, const float* dy, float* dx, int64_t 
       for (;;) {
         int64_t o = 0;
         for (int d = 0; d < g.rank; ++d) o = o * g.out[d] + pos[d];
-        acc = __fadd_rn(acc, dy[o]);
+        acc = __fadd_rn(acc, toFloat(dy[o]));
         int d = g.rank - 1;
         for (; d >= 0; --d) {
           if (pos[d] < c[d].hi[k[d]]) {
@@ -273,7 +275,7 @@ __global__ void padBwdKernel(PadGeometry g, const float* dy, float* dx, int64_t 
         if (d < 0) break;
       }
     }
-    dx[e] = acc;
+    dx[e] = fromFloat<T>(acc);
   }
 }
 
@@ -307,22 +309,28 @@ Status execSlice(CudaArgs& a) {
 
 Status execSliceBwd(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "dY"));
-  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  HGP_TRY(checkFloat(a, a.in[0], "dY"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "dX"));
   std::vector<int64_t> xShape, strides;
   HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
   HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
   int64_t base;
   HGP_TRY(sliceView(a, xShape, *a.in[0].shape, strides, base));
-  HGP_CUDA_TRY(cudaMemsetAsync(a.out[0].data, 0, size_t(a.out[0].numel()) * 4, a.stream));
+  HGP_CUDA_TRY(cudaMemsetAsync(a.out[0].data, 0,
+                               size_t(a.out[0].numel() * dtypeSize(a.out[0].dtype)), a.stream));
   Shape shape = *a.in[0].shape;
   int64_t n = numElements(shape);
   coalesceDims(shape, {&strides});
   Dims d;
   HGP_TRY(toDims(a, shape, strides, d));
   // A slice visits each input element at most once, so plain stores suffice.
-  scatterKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.out[0].f32(), a.in[0].f32(), d, base,
-                                                          n);
+  // Zero is all-zero bits in every float dtype, so the scatter only moves elements.
+  if (dtypeSize(a.in[0].dtype) == 2)
+    scatterKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.out[0].as<uint16_t>(),
+                                                            a.in[0].as<uint16_t>(), d, base, n);
+  else
+    scatterKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.out[0].f32(), a.in[0].f32(), d, base,
+                                                            n);
   return checkLaunch(a, "scatterKernel");
 }
 
@@ -361,27 +369,33 @@ Status execTranspose(CudaArgs& a) {
 
 Status execPad(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "X"));
-  HGP_TRY(checkF32(a, a.out[0], "Y"));
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   PadGeometry g;
   HGP_TRY(readPad(a, *a.in[0].shape, *a.out[0].shape, g));
   int64_t n = a.out[0].numel();
-  padKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), n);
-  return checkLaunch(a, "padKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    padKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].as<T>(), a.out[0].as<T>(), n);
+    return checkLaunch(a, "padKernel");
+  });
 }
 
 Status execPadBwd(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkF32(a, a.in[0], "dY"));
-  HGP_TRY(checkF32(a, a.out[0], "dX"));
+  HGP_TRY(checkFloat(a, a.in[0], "dY"));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "dX"));
   std::vector<int64_t> xShape;
   HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
   HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
   PadGeometry g;
   HGP_TRY(readPad(a, xShape, *a.in[0].shape, g));
   int64_t n = a.out[0].numel();
-  padBwdKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].f32(), a.out[0].f32(), n);
-  return checkLaunch(a, "padBwdKernel");
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    padBwdKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(g, a.in[0].as<T>(), a.out[0].as<T>(), n);
+    return checkLaunch(a, "padBwdKernel");
+  });
 }
 
 Status execExpand(CudaArgs& a) {
@@ -403,6 +417,33 @@ Status execExpand(CudaArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], want, "result"));
   return stridedGather(a, a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0,
                        dtypeSize(a.in[0].dtype));
+}
+
+namespace {
+template <typename From, typename To>
+__global__ void castKernel(const From* x, To* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<To>(toFloat(x[i]));
+}
+} // namespace
+
+Status execCast(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  HGP_TRY(checkFloat(a, a.out[0], "Y"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  if (a.attrs().getString("to") != dtypeName(a.out[0].dtype))
+    return a.fail("the result is not of dtype 'to'");
+  if (a.in[0].dtype == a.out[0].dtype) return copyTensor(a, a.out[0], a.in[0]);
+  int64_t n = a.in[0].numel();
+  return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
+    using From = decltype(from);
+    return dispatchFloat(a, a.out[0].dtype, [&](auto to) {
+      using To = decltype(to);
+      castKernel<From, To><<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<From>(),
+                                                                      a.out[0].as<To>(), n);
+      return checkLaunch(a, "castKernel");
+    });
+  });
 }
 
 } // namespace hgp::cuda

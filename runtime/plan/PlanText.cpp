@@ -78,7 +78,8 @@ Status Plan::validate() const {
 
 int inplaceInputFor(OpKind op, int output) {
   switch (op) {
-  case OpKind::BnRunningUpdate: return output; // running_mean, running_var
+  case OpKind::BnRunningUpdate: // running_mean, running_var
+  case OpKind::LossScaleUpdate: return output; // scale, good
   case OpKind::CounterIncrement:
   case OpKind::MetricsLog: return output == 0 ? 0 : -1;
   case OpKind::SgdUpdate: return output == 0 ? 0 : output == 1 ? 5 : -1;

@@ -258,7 +258,7 @@ private:
         ++nonFinite_;
         note("step " + std::to_string(s + 1) + ": non-finite loss or gradients; the "
                         "update was skipped (" + std::to_string(nonFinite_) + " in a row)");
-        if (nonFinite_ >= opt_.maxNonFinite) return diverged();
+        if (nonFinite_ >= maxNonFinite()) return diverged();
       } else {
         nonFinite_ = 0;
       }
@@ -267,6 +267,13 @@ private:
     windowEpochs_.clear();
     progress_->update(pos_.step - startStep_, pos_.epoch - (pos_.batch == 0 ? 1 : 0), lastLoss_, ips);
     return 0;
+  }
+
+  /// Consecutive skipped steps allowed. fp16 loss scaling (docs/precision.md) skips a step and
+  /// halves the scale whenever the scaled gradients overflow, which is expected while it finds
+  /// its level: it may take 24 more (2^16 down to 2^-8) before the run counts as diverged.
+  int64_t maxNonFinite() const {
+    return opt_.maxNonFinite + (plan_.meta.getString("precision", "") == "fp16" ? 24 : 0);
   }
 
   int diverged() {

@@ -14,6 +14,11 @@ accumulates in float). The 3-step losses and state are reported: after the first
 kink differences make trajectories of any two float32 implementations drift apart. Run on the GPU
 machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
+
+With --precision bf16 or fp16 (docs/precision.md) both backends run the same 16-bit plan, and the
+bounds are those of 16-bit storage: the first loss within 2e-2 (bf16) or 4e-3 (fp16), and the
+first step's parameter updates (trained minus initial, relative L2 over all parameters) within 0.3
+or 0.1; there is no float64 arbitration.
 """
 import argparse
 import atexit
@@ -54,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hgpc", default="hgpc")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     args = ap.parse_args()
     failed = 0
     for name in args.models.split(","):
@@ -81,7 +87,7 @@ def main():
         np.save(os.path.join(work, "x.npy"), x)
         np.save(os.path.join(work, "y.npy"), y)
         exe = os.path.join(work, "t")
-        p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch), "--precision", "fp32",
+        p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch), "--precision", args.precision,
                             *parity.OPTIMIZERS["sgd"][1]], capture_output=True, text=True)
         if p.returncode != 0:
             print(json.dumps(dict(model=name, error=p.stderr[-400:])), flush=True)
@@ -97,6 +103,19 @@ def main():
         loss = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(gpu_losses, cpu_losses))
         loss1 = abs(gpu_losses[0] - cpu_losses[0]) / max(abs(cpu_losses[0]), 1e-12)
         state = parity.rel_l2(gpu, cpu, names)
+        if args.precision != "fp32":
+            init = {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
+            params = [n for n, _ in model.named_parameters() if n in cpu1]
+            upd = parity.rel_l2({n: gpu1[n] - init[n] for n in params},
+                                {n: cpu1[n] - init[n] for n in params}, params)
+            loss_tol, upd_tol = (2e-2, 0.3) if args.precision == "bf16" else (4e-3, 0.1)
+            ok = loss1 <= loss_tol and upd <= upd_tol and len(gpu_losses) == 3
+            failed += not ok
+            print(json.dumps(dict(model=name, precision=args.precision, ok=ok, step1_loss_rel=loss1,
+                                  step1_update_rel_l2=upd, max_loss_rel=loss, state_rel_l2=state,
+                                  step1_worst_tensor=step1, losses_cpu=cpu_losses,
+                                  losses_cuda=gpu_losses)), flush=True)
+            continue
 
         def tensor_ok(n):
             a, b = gpu1[n], cpu1[n]

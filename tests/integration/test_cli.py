@@ -50,6 +50,32 @@ class CliTest(HgpcTestCase):
                 code, _, err = run([HGPC, *args])
                 self.assertEqual(code, 2, err)
 
+    def test_mixed_precision_compiles_trains_saves_and_refuses_what_it_cannot(self):
+        """--precision bf16 and fp16: the plan says so and has 16-bit tensors, the executable trains
+        on the CPU and saves f32 weights; fp16 adds loss scaling; forward-only is refused."""
+        for precision in ("bf16", "fp16"):
+            with self.subTest(precision=precision):
+                exe = self.path("mp-" + precision)
+                code, out, err = run([HGPC, "compile", LENET, "-o", exe, "--batch", "16",
+                                      "--precision", precision, "--emit", "plan"])
+                self.assertEqual(code, 0, err)
+                self.assertIn('precision="%s"' % precision, out)
+                self.assertIn("act %s[16," % ("bf16" if precision == "bf16" else "f16"), out)
+                self.assertEqual("LossScaleUpdate(" in out, precision == "fp16")
+                saved = self.path("mp-%s.onnx" % precision)
+                code, _, err = run([exe, "--data", "synthetic:64", "--steps", "8", "--device", "cpu",
+                                    "--progress", "none", "--save", saved])
+                self.assertEqual(code, 0, err)
+                self.assertGreater(os.path.getsize(saved), 200000)  # 61706 f32 weights
+                code, out, err = run([HGPC, "plan", LENET, "--batch", "16", "--precision", precision,
+                                      "--target", "h200"])
+                self.assertEqual(code, 0, err)
+                self.assertIn("precision " + precision, out.splitlines()[0])
+        code, _, err = run([HGPC, "compile", LENET, "-o", self.path("fwd"), "--batch", "4",
+                            "--forward-only", "--precision", "bf16"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("--forward-only", err)
+
     def test_symbolic_batch_needs_batch_flag(self):
         code, _, err = run([HGPC, "compile", LENET, "-o", self.path("x")])
         self.assertEqual(code, 3, err)

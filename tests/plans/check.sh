@@ -40,6 +40,11 @@ check lenet5.h200.b32.plain "$root/samples/lenet5.onnx" h200 32 --max-streams 1 
 # predicted time; LeNet-5 with a small bucket cap, so that it has several buckets.
 check "lenet5.h200.b32.ranks2" "$root/samples/lenet5.onnx" h200 32 --ranks 2 --bucket-mb 0.05
 check "resnet18_28.h200.b32.ranks2" "$work/resnet18_28.onnx" h200 32 --ranks 2
+# Mixed precision (docs/precision.md): 16-bit activations, the Casts, the bf16 peak rate and the
+# halved activation memory; fp16 adds the loss-scale update.
+check "lenet5.h200.b32.bf16" "$root/samples/lenet5.onnx" h200 32 --precision bf16
+check "resnet18_28.h200.b32.bf16" "$work/resnet18_28.onnx" h200 32 --precision bf16
+check "lenet5.h200.b32.fp16" "$root/samples/lenet5.onnx" h200 32 --precision fp16
 # The DOT form draws the same schedule: one edge per reduced dependency, the events in red.
 dot="$work/lenet5.dot"
 "$hgpc" plan "$root/samples/lenet5.onnx" --target h200 --batch 32 "${opts[@]}" --emit dot > "$dot"

@@ -6,13 +6,13 @@ namespace hgp {
 namespace {
 
 Status unary(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   ctx.outputs = {ctx.in(0)};
   return Status::ok();
 }
 
 Status unaryBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   if (ctx.in(1) != ctx.in(0))
     return ctx.fail("dY " + typeToString(ctx.in(0)) + " and the saved tensor " +
                     typeToString(ctx.in(1)) + " must have the same type");

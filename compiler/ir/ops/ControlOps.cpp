@@ -46,4 +46,17 @@ Status inferMetricsLog(InferContext& ctx) {
   return Status::ok();
 }
 
+Status inferLossScaleUpdate(InferContext& ctx) {
+  if (ctx.in(0) != kScalarF32) return ctx.fail("the loss scale must be an f32 scalar");
+  if (ctx.in(1) != TensorType{DType::I64, {}}) return ctx.fail("good must be an i64 scalar");
+  if (ctx.in(2) != kScalarF32) return ctx.fail("ok must be an f32 scalar");
+  if (!(ctx.attrs.getFloat("growth_factor", 2.0) > 1) ||
+      !(ctx.attrs.getFloat("backoff_factor", 0.5) > 0 && ctx.attrs.getFloat("backoff_factor", 0.5) < 1) ||
+      ctx.attrs.getInt("growth_interval", 2000) < 1)
+    return ctx.fail("loss scaling needs growth_factor > 1, backoff_factor in (0, 1) and "
+                    "growth_interval >= 1");
+  ctx.outputs = {ctx.in(0), ctx.in(1)};
+  return Status::ok();
+}
+
 } // namespace hgp

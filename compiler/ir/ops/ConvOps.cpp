@@ -58,7 +58,7 @@ Expected<Shape> convForwardShape(const InferContext& ctx, const Shape& x, const 
 
 Status checkBias(const InferContext& ctx, int64_t channels) {
   if (ctx.numInputs() < 3) return Status::ok();
-  HGP_TRY(requireF32(ctx, 2, "bias"));
+  HGP_TRY(requireSameFloat(ctx, 2, 0, "bias"));
   if (ctx.in(2).shape != Shape{channels})
     return ctx.fail("bias shape " + shapeToString(ctx.in(2).shape) + " must be [" +
                     std::to_string(channels) + "]");
@@ -68,17 +68,17 @@ Status checkBias(const InferContext& ctx, int64_t channels) {
 } // namespace
 
 Status inferConv(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
-  HGP_TRY(requireF32(ctx, 1, "weight"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "weight"));
   HGP_ASSIGN_OR_RETURN(Shape y, convForwardShape(ctx, ctx.in(0).shape, ctx.in(1).shape));
   HGP_TRY(checkBias(ctx, ctx.in(1).shape[0]));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferConvTranspose(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
-  HGP_TRY(requireF32(ctx, 1, "weight"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "weight"));
   const Shape &x = ctx.in(0).shape, &w = ctx.in(1).shape;
   HGP_ASSIGN_OR_RETURN(ConvGeometry g, readGeometry(ctx, int64_t(x.size())));
   if (w.size() != x.size()) return ctx.fail("weight rank does not match input rank");
@@ -96,31 +96,31 @@ Status inferConvTranspose(InferContext& ctx) {
                 g.pads[i] - g.pads[g.r + i]);
   }
   HGP_TRY(checkBias(ctx, m));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferConvBwdData(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
-  HGP_TRY(requireF32(ctx, 1, "weight"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "weight"));
   HGP_ASSIGN_OR_RETURN(Shape x, ctx.attrs.requireInts("x_shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, convForwardShape(ctx, x, ctx.in(1).shape));
   if (y != ctx.in(0).shape)
     return ctx.fail("dY shape " + shapeToString(ctx.in(0).shape) + " does not match the "
                     "convolution of x_shape " + shapeToString(x) + " (" + shapeToString(y) + ")");
-  ctx.outputs = {{DType::F32, x}};
+  ctx.outputs = {{ctx.in(0).dtype, x}};
   return Status::ok();
 }
 
 Status inferConvBwdFilter(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "X"));
-  HGP_TRY(requireF32(ctx, 1, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "X"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "dY"));
   HGP_ASSIGN_OR_RETURN(Shape w, ctx.attrs.requireInts("w_shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, convForwardShape(ctx, ctx.in(0).shape, w));
   if (y != ctx.in(1).shape)
     return ctx.fail("dY shape " + shapeToString(ctx.in(1).shape) + " does not match the "
                     "convolution output " + shapeToString(y));
-  ctx.outputs = {{DType::F32, w}};
+  ctx.outputs = {{ctx.in(0).dtype, w}};
   return Status::ok();
 }
 

@@ -5,10 +5,10 @@ namespace hgp {
 
 namespace {
 Status binary(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "A"));
-  HGP_TRY(requireF32(ctx, 1, "B"));
+  HGP_TRY(requireFloat(ctx, 0, "A"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "B"));
   HGP_ASSIGN_OR_RETURN(Shape y, broadcastShapes(ctx.in(0).shape, ctx.in(1).shape));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 } // namespace
@@ -21,10 +21,10 @@ Status inferDiv(InferContext& ctx) { return binary(ctx); }
 Status inferSum(InferContext& ctx) {
   Shape y;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    HGP_TRY(requireF32(ctx, i, "operand"));
+    HGP_TRY(requireSameFloat(ctx, i, 0, "operand"));
     HGP_ASSIGN_OR_RETURN(y, broadcastShapes(y, ctx.in(i).shape));
   }
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 

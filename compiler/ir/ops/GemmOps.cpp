@@ -4,8 +4,8 @@
 namespace hgp {
 
 Status inferGemm(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "A"));
-  HGP_TRY(requireF32(ctx, 1, "B"));
+  HGP_TRY(requireFloat(ctx, 0, "A"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "B"));
   const Shape &a = ctx.in(0).shape, &b = ctx.in(1).shape;
   if (a.size() != 2 || b.size() != 2) return ctx.fail("Gemm needs 2-D A and B");
   bool ta = ctx.attrs.getInt("transA", 0), tb = ctx.attrs.getInt("transB", 0);
@@ -15,17 +15,17 @@ Status inferGemm(InferContext& ctx) {
     return ctx.fail("inner dims differ: A " + shapeToString(a) + (ta ? "^T" : "") + " and B " +
                     shapeToString(b) + (tb ? "^T" : ""));
   if (ctx.numInputs() == 3) {
-    HGP_TRY(requireF32(ctx, 2, "C"));
+    HGP_TRY(requireSameFloat(ctx, 2, 0, "C"));
     HGP_ASSIGN_OR_RETURN(Shape bc, broadcastShapes(ctx.in(2).shape, {m, n}));
     if (bc != Shape{m, n}) return ctx.fail("C does not broadcast to [M, N]");
   }
-  ctx.outputs = {{DType::F32, {m, n}}};
+  ctx.outputs = {{ctx.in(0).dtype, {m, n}}};
   return Status::ok();
 }
 
 Status inferMatMul(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "A"));
-  HGP_TRY(requireF32(ctx, 1, "B"));
+  HGP_TRY(requireFloat(ctx, 0, "A"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "B"));
   Shape a = ctx.in(0).shape, b = ctx.in(1).shape;
   if (a.empty() || b.empty()) return ctx.fail("MatMul operands must have rank 1 or more");
   bool va = a.size() == 1, vb = b.size() == 1;
@@ -39,7 +39,7 @@ Status inferMatMul(InferContext& ctx) {
   Shape y = batch;
   if (!va) y.push_back(a[a.size() - 2]);
   if (!vb) y.push_back(b.back());
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 

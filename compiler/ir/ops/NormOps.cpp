@@ -6,9 +6,10 @@ namespace hgp {
 
 namespace {
 
-/// X must be [N,C,...] f32 and inputs [first, first+count) must be f32[C].
+/// X must be [N,C,...] of a float dtype (f32, or bf16/f16 under mixed precision) and inputs
+/// [first, first+count) must be f32[C]: scale, bias and statistics stay f32 in every precision.
 Status checkChannelVectors(const InferContext& ctx, size_t x, size_t first, size_t count) {
-  HGP_TRY(requireF32(ctx, x, "input"));
+  HGP_TRY(requireFloat(ctx, x, "input"));
   if (ctx.in(x).rank() < 2) return ctx.fail("input must have at least 2 dims (N, C)");
   int64_t c = ctx.in(x).shape[1];
   for (size_t i = first; i < first + count; ++i) {
@@ -76,7 +77,7 @@ Status inferBnStatsGrad(InferContext& ctx) {
 }
 
 Status inferLRN(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   if (ctx.in(0).rank() < 3) return ctx.fail("LRN needs an input of rank 3 or more");
   if (ctx.attrs.getInt("size", 0) < 1) return ctx.fail("LRN size must be positive");
   ctx.outputs = {ctx.in(0)};
@@ -86,7 +87,7 @@ Status inferLRN(InferContext& ctx) {
 Status inferLRNBwd(InferContext& ctx) {
   for (size_t i = 0; i < 3; ++i)
     if (ctx.in(i) != ctx.in(0)) return ctx.fail("dY, X and Y must have the same type");
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   ctx.outputs = {ctx.in(0)};
   return Status::ok();
 }

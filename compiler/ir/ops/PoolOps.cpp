@@ -32,15 +32,15 @@ Expected<Shape> pooledShape(const InferContext& ctx, const Shape& x) {
 } // namespace
 
 Status inferMaxPool(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   HGP_ASSIGN_OR_RETURN(Shape y, pooledShape(ctx, ctx.in(0).shape));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferMaxPoolBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
-  HGP_TRY(requireF32(ctx, 1, "X"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "X"));
   HGP_ASSIGN_OR_RETURN(Shape y, pooledShape(ctx, ctx.in(1).shape));
   if (y != ctx.in(0).shape) return ctx.fail("dY shape does not match the pooled shape of X");
   ctx.outputs = {ctx.in(1)};
@@ -48,41 +48,41 @@ Status inferMaxPoolBwd(InferContext& ctx) {
 }
 
 Status inferAveragePool(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   if (ctx.attrs.has("dilations")) {
     for (int64_t d : ctx.attrs.getInts("dilations"))
       if (d != 1) return ctx.fail("AveragePool with dilations is not supported");
   }
   HGP_ASSIGN_OR_RETURN(Shape y, pooledShape(ctx, ctx.in(0).shape));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferAveragePoolBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   HGP_ASSIGN_OR_RETURN(Shape x, ctx.attrs.requireInts("x_shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, pooledShape(ctx, x));
   if (y != ctx.in(0).shape) return ctx.fail("dY shape does not match the pooled x_shape");
-  ctx.outputs = {{DType::F32, x}};
+  ctx.outputs = {{ctx.in(0).dtype, x}};
   return Status::ok();
 }
 
 Status inferGlobalAveragePool(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   if (ctx.in(0).rank() < 3) return ctx.fail("GlobalAveragePool needs rank 3 or more");
   Shape y = ctx.in(0).shape;
   for (size_t i = 2; i < y.size(); ++i) y[i] = 1;
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferGlobalAveragePoolBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   HGP_ASSIGN_OR_RETURN(Shape x, ctx.attrs.requireInts("x_shape"));
   Shape y = x;
   for (size_t i = 2; i < y.size(); ++i) y[i] = 1;
   if (x.size() < 3 || y != ctx.in(0).shape) return ctx.fail("dY does not match x_shape");
-  ctx.outputs = {{DType::F32, x}};
+  ctx.outputs = {{ctx.in(0).dtype, x}};
   return Status::ok();
 }
 

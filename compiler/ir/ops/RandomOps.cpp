@@ -17,7 +17,7 @@ Status checkIter(const InferContext& ctx, size_t i) {
 } // namespace
 
 Status inferDropout(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   HGP_TRY(checkRatio(ctx));
   if (ctx.numInputs() == 2) HGP_TRY(checkIter(ctx, 1));
   ctx.outputs = {ctx.in(0)};
@@ -25,7 +25,7 @@ Status inferDropout(InferContext& ctx) {
 }
 
 Status inferDropoutBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   HGP_TRY(checkRatio(ctx));
   HGP_TRY(checkIter(ctx, 1));
   ctx.outputs = {ctx.in(0)};

@@ -5,7 +5,7 @@ namespace hgp {
 
 namespace {
 Status reduce(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   const Shape& x = ctx.in(0).shape;
   HGP_ASSIGN_OR_RETURN(auto axes, ctx.attrs.requireInts("axes"));
   bool keep = ctx.attrs.getInt("keepdims", 1) != 0;
@@ -21,7 +21,7 @@ Status reduce(InferContext& ctx) {
     if (!reduced[i]) y.push_back(x[i]);
     else if (keep) y.push_back(1);
   }
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 } // namespace

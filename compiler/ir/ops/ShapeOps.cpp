@@ -96,11 +96,11 @@ Status inferSlice(InferContext& ctx) {
 }
 
 Status inferSliceBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   HGP_ASSIGN_OR_RETURN(Shape x, ctx.attrs.requireInts("x_shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, slicedShape(ctx, x));
   if (y != ctx.in(0).shape) return ctx.fail("dY does not match the slice of x_shape");
-  ctx.outputs = {{DType::F32, x}};
+  ctx.outputs = {{ctx.in(0).dtype, x}};
   return Status::ok();
 }
 
@@ -131,18 +131,18 @@ Status inferTranspose(InferContext& ctx) {
 }
 
 Status inferPad(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "input"));
+  HGP_TRY(requireFloat(ctx, 0, "input"));
   HGP_ASSIGN_OR_RETURN(Shape y, paddedShape(ctx, ctx.in(0).shape));
-  ctx.outputs = {{DType::F32, y}};
+  ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }
 
 Status inferPadBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   HGP_ASSIGN_OR_RETURN(Shape x, ctx.attrs.requireInts("x_shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, paddedShape(ctx, x));
   if (y != ctx.in(0).shape) return ctx.fail("dY does not match the padded x_shape");
-  ctx.outputs = {{DType::F32, x}};
+  ctx.outputs = {{ctx.in(0).dtype, x}};
   return Status::ok();
 }
 
@@ -150,6 +150,16 @@ Status inferExpand(InferContext& ctx) {
   HGP_ASSIGN_OR_RETURN(Shape target, ctx.attrs.requireInts("shape"));
   HGP_ASSIGN_OR_RETURN(Shape y, broadcastShapes(ctx.in(0).shape, target));
   ctx.outputs = {{ctx.in(0).dtype, y}};
+  return Status::ok();
+}
+
+Status inferCast(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "input"));
+  std::string to = ctx.attrs.getString("to");
+  Expected<DType> t = parseDType(to);
+  if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::F16))
+    return ctx.fail("Cast to '" + to + "': only f32, bf16 and f16 are supported");
+  ctx.outputs = {{*t, ctx.in(0).shape}};
   return Status::ok();
 }
 

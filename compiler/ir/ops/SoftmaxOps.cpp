@@ -6,7 +6,7 @@ namespace hgp {
 namespace {
 Status softmax(InferContext& ctx, size_t operands) {
   for (size_t i = 0; i < operands; ++i) {
-    HGP_TRY(requireF32(ctx, i, "operand"));
+    HGP_TRY(requireFloat(ctx, i, "operand"));
     if (ctx.in(i) != ctx.in(0)) return ctx.fail("operands must have the same type");
   }
   HGP_ASSIGN_OR_RETURN(int64_t axis, ctx.attrs.requireInt("axis"));
