@@ -12,6 +12,10 @@
 #include "compiler/driver/Compile.h"
 #include "tests/gpu/GpuTestUtil.h"
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+
 namespace hgp::gputest {
 namespace {
 
@@ -212,6 +216,24 @@ TEST(CudaMixedPrecision, ActivationsAndArithmetic) {
   });
 }
 
+/// max |a - b| / max |b| over two f32 tensors.
+double relativeDistance(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  const float* x = reinterpret_cast<const float*>(a.data());
+  const float* y = reinterpret_cast<const float*>(b.data());
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < b.size() / 4; ++i) {
+    diff = std::max(diff, std::fabs(double(x[i]) - double(y[i])));
+    ref = std::max(ref, std::fabs(double(y[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
+
+/// Three LeNet-5 steps on CUDA and on the CPU, both in `precision`. Each f32 result (weights,
+/// momentum buffers, loss) must agree within `tol`, or within twice what 16-bit rounding alone
+/// does to it: the distance between the CPU in `precision` and the CPU in f32 on the same
+/// inputs. Gradients of the first layers are sums of many rounded products, and on the H200
+/// (fourth session, device call 6) bf16 momentum buffers differed from the CPU's by 2 to 11% of
+/// their largest element, as the CPU's bf16 differs from its f32 (docs/precision.md).
 void trainLeNet5(const std::string& precision) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
@@ -223,14 +245,23 @@ void trainLeNet5(const std::string& precision) {
   o.target = "h200";
   auto c = compileModel(o);
   ASSERT_TRUE(c.hasValue()) << c.status().toString();
+  CompileOptions o32 = o;
+  o32.precision = "fp32";
+  auto c32 = compileModel(o32);
+  ASSERT_TRUE(c32.hasValue()) << c32.status().toString();
   const Plan& plan = c->emitted.plan;
+  const Plan& plan32 = c32->emitted.plan;
   auto cpu = createCpuBackend();
+  auto cpu32 = createCpuBackend();
   auto gpu = makeGpuBackend(BackendOptions{});
   ASSERT_TRUE(gpu.hasValue()) << gpu.status().toString();
   for (Backend* b : {cpu.get(), gpu->get()}) {
     Status st = b->load(plan, InitData{c->emitted.data, {}});
     ASSERT_TRUE(st.isOk()) << st.toString();
   }
+  ASSERT_TRUE(cpu32->load(plan32, InitData{c32->emitted.data, {}}).isOk());
+  std::map<std::string, int> byName32;
+  for (size_t i = 0; i < plan32.tensors.size(); ++i) byName32[plan32.tensors[i].name] = int(i);
   for (int step = 0; step < 3; ++step) {
     for (const char* name : {"input", "labels"}) {
       const PlanTensor& t = plan.tensors[size_t(plan.binding(name))];
@@ -239,8 +270,10 @@ void trainLeNet5(const std::string& precision) {
                                      : uniformBytes(t.type, hashName(t.name, uint64_t(step)), 0, 1);
       for (Backend* b : {cpu.get(), gpu->get()})
         ASSERT_TRUE(b->write(plan.binding(name), bytes.data()).isOk());
+      ASSERT_EQ(plan32.tensors[size_t(plan32.binding(name))].type.dtype, t.type.dtype) << name;
+      ASSERT_TRUE(cpu32->write(plan32.binding(name), bytes.data()).isOk());
     }
-    for (Backend* b : {cpu.get(), gpu->get()}) {
+    for (Backend* b : {cpu.get(), gpu->get(), cpu32.get()}) {
       Status st = b->run("train");
       ASSERT_TRUE(st.isOk()) << st.toString();
     }
@@ -248,8 +281,15 @@ void trainLeNet5(const std::string& precision) {
       const PlanTensor& pt = plan.tensors[size_t(t)];
       if (pt.role == TensorRole::Input) continue;
       double tol = pt.name == "loss" ? 5e-2 : 2e-2;
-      EXPECT_TRUE(sameValues(pt, readTensor(**gpu, plan, t), readTensor(*cpu, plan, t), tol))
-          << "step " << step << ": " << pt.name;
+      std::vector<uint8_t> want = readTensor(*cpu, plan, t);
+      auto same = byName32.find(pt.name);
+      // (The eval program does not run here: its results keep whatever each backend started with.)
+      bool trained = pt.name.rfind("eval/", 0) != 0;
+      if (trained && pt.type.dtype == DType::F32 && same != byName32.end() &&
+          plan32.tensors[size_t(same->second)].type == pt.type)
+        tol = std::max(tol, 2 * relativeDistance(want, readTensor(*cpu32, plan32, same->second)));
+      EXPECT_TRUE(sameValues(pt, readTensor(**gpu, plan, t), want, tol))
+          << "step " << step << ": " << pt.name << " (bound " << tol << ")";
     }
   }
 }
