@@ -269,7 +269,7 @@ def time_torch(r, mode):
         r["torch_%s_error" % mode] = repr(e)[:300]
 
 
-class start_compile_warmers:
+class CompileWarmers:
     """Runs `bench.py --warm-only CASE` for each case on another GPU, a few at a time, pinned to
     the CPUs above the first eight (the timing process keeps those), so that the timed
     torch.compile later finds Inductor's caches (FX graph, AOTAutograd, Triton) filled."""
@@ -337,7 +337,7 @@ def main():
     modes = args.torch_modes.split(",")
     compiled = [spec for spec in args.cases.split(",") if "compile" in modes
                 and (not args.compile_cases or spec in args.compile_cases.split(","))]
-    warmers = start_compile_warmers(compiled, args) if args.warm_compile_gpu is not None else None
+    warmers = CompileWarmers(compiled, args) if args.warm_compile_gpu is not None else None
     for spec in args.cases.split(","):
         name, batch = spec.split(":")
         batch = int(batch)
