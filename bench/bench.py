@@ -7,6 +7,11 @@ PyTorch's step the way ../shared/anchors/torch_train_bench.py does (eager, whole
 optionally torch.compile): forward, cross-entropy, backward, SGD(momentum 0.9, wd 5e-4), fp32
 storage with TF32 on. It prints a table and writes results.json and results.md to --out.
 
+Each row also gives the fraction of the physical limit: the train step's FLOPs (hgpc plan's
+FlopCount figures, the same model for both) over the time and the peak of the math mode, for hgpc
+and for the best PyTorch variant; and hgpc's bytes moved (the cost model's per-step reads and
+writes of the plan as compiled, so fusion lowers it) over the time and the HBM bandwidth.
+
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
         [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
@@ -256,8 +261,45 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
     for line in p.stderr.splitlines():
         if line.startswith("cuda: device memory"):
             mem = float(line.split()[3]) * (1 << 20)
+    try:
+        work = step_work(hgpc, onnx_path, batch, train_opts, extra)
+    except Exception as e:  # noqa: BLE001  (the timing stands without it)
+        work = dict(error=str(e)[:300])
     return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:],
-                predicted_ms=predicted)
+                predicted_ms=predicted, work=work)
+
+
+def step_work(hgpc, onnx_path, batch, train_opts, extra):
+    """The train program's FLOPs and bytes moved per step, and the target's peaks, from
+    `hgpc plan` (the FlopCount pass and the cost model's per-step bytes: hgpc's own traffic, so it
+    shrinks with fusion), for each case's fraction of the physical limit."""
+    q = subprocess.run([hgpc, "plan", onnx_path, "--batch", str(batch), "--target", "h200",
+                        *train_opts, *extra], capture_output=True, text=True)
+    if q.returncode != 0:
+        raise RuntimeError("hgpc plan: " + q.stderr.strip()[-600:])
+    head = re.search(r"(\d+) GB/s, \w+ ([\d.]+) TFLOP/s", q.stdout)
+    gflop = mbyte = 0.0
+    program = None
+    for line in q.stdout.splitlines():
+        if line.startswith("program "):
+            program = line.split()[1].rstrip(":")
+            continue
+        t = line.split()
+        if program != "train" or not re.match(r"^\s+\d+ ", line) or "x" not in t:
+            continue
+        ix = t.index("x")
+        gflop += float(t[ix + 6])
+        mbyte += float(t[ix + 7])
+    return dict(gflop=gflop, mbyte=mbyte, peak_gbps=float(head.group(1)),
+                peak_tflops=float(head.group(2)))
+
+
+def limit_cells(work, ms):
+    """FLOPs over the math mode's peak and bytes over the memory bandwidth, in percent."""
+    if not work or not ms:
+        return ["", ""]
+    return ["%.1f" % (100 * work["gflop"] / ms / work["peak_tflops"]),
+            "%.1f" % (100 * work["mbyte"] / ms / work["peak_gbps"])]
 
 
 def time_torch(r, mode):
@@ -392,8 +434,9 @@ def main():
     json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
-             + " | ratio to best torch | hgpc MiB | torch MiB | compile s |",
-             "|---" * (7 + len(single) + len(args.torch_modes.split(","))) + "|"]
+             + " | ratio to best torch | hgpc MiB | torch MiB | compile s"
+             + " | hgpc % of peak FLOP/s | hgpc % of HBM bandwidth | best torch % of peak FLOP/s |",
+             "|---" * (10 + len(single) + len(args.torch_modes.split(","))) + "|"]
     for r in results:
         h = r.get("hgpc")
         cells = ["%s b%d" % (r["model"], r["batch"]),
@@ -410,6 +453,9 @@ def main():
         tm = [r[k]["peak_bytes"] for k in r if k.startswith("torch_") and isinstance(r[k], dict)]
         cells.append("%.0f" % (max(tm) / 2**20) if tm else "")
         cells.append("%.1f" % h["compile_s"] if h else "")
+        w = h.get("work") if h and "gflop" in h.get("work", {}) else None
+        cells += limit_cells(w, h["ms"] if h else None)
+        cells.append(limit_cells(w, r.get("best_torch_ms"))[0])
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     if args.profile:
