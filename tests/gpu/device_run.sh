@@ -14,7 +14,8 @@
 # PyTorch DDP, about 4 minutes) need 2 GPUs (kind nvidia-h200-x2) and skip otherwise. layers
 # (bench/layers.py: every conv layer of the anchor study and a sample of the zoo's, split
 # 1/2/4/8 ways, against the width hgpc chose; about 3 minutes, PyTorch only) is not in the
-# default list either, nor is zoo16 (the zoo steps in bf16 and fp16).
+# default list either, nor is zoo16 (the zoo steps in bf16 and fp16), nor parity16 (3 bf16 steps
+# of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers).
@@ -237,6 +238,14 @@ PY
     hgpc plan samples/lenet5.onnx --target h200 "${popts[@]}" --records "$OUT/lenet5.records.txt" \
       > "$work/lenet5.plan.txt" 2>&1
     note "plan --records: exit $? $(grep -E '^records from|^predicted iteration' "$work/lenet5.plan.txt" | tr '\n' ' ')"
+    ;;
+  parity16)
+    # bf16 3-step parity against PyTorch's CUDA autocast (tests/parity/mixed_precision.py).
+    for m in lenet5 resnet18; do
+      python3 -W ignore tests/parity/mixed_precision.py --model "$m" --device cuda --hgpc "$(command -v hgpc)" \
+        > "$OUT/parity16_$m.log" 2>&1
+      note "parity16 $m: exit $? $(tail -c 600 "$OUT/parity16_$m.log" | tr '\n' ' ')"
+    done
     ;;
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \

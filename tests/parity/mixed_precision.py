@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""bf16 mixed precision against PyTorch's autocast on the CPU.
+"""bf16 mixed precision against PyTorch's autocast, on the CPU or on the GPU.
 
 Exports a model in training mode, trains it 3 steps in PyTorch three ways on the same data: in
-float32, in bf16 under torch.autocast("cpu", dtype=torch.bfloat16) (the reference), and with the
-hgpc executable compiled with --precision bf16 on the CPU backend. SGD with momentum, lr 0.01.
+float32, in bf16 under torch.autocast(DEVICE, dtype=torch.bfloat16) (the reference), and with the
+hgpc executable compiled with --precision bf16 on the same device (the CPU backend, or with
+--device cuda the CUDA backend against PyTorch's CUDA autocast; TF32 off for PyTorch's float32).
+SGD with momentum, lr 0.01. The CPU run is a CTest (label parity); the CUDA run is the GPU
+machine's `parity16` stage of tests/gpu/device_run.sh.
 
 bf16 keeps 8 significant bits, and the two implementations round in different places (PyTorch's
 CPU autocast keeps BatchNorm's output in bf16 as hgpc does, but adds a convolution's bias before
@@ -17,9 +20,11 @@ precision. What must hold (docs/precision.md):
 - BN running statistics: relative L2 within 2%.
 
     /usr/bin/python3 tests/parity/mixed_precision.py --model lenet5 --build build
+    python3 tests/parity/mixed_precision.py --model resnet18 --device cuda --hgpc hgpc  # GPU machine
 """
 import argparse
 import copy
+import inspect
 import json
 import os
 import shutil
@@ -47,22 +52,23 @@ STEPS, LR, MOMENTUM = 3, 0.01, 0.9
 LOSS_TOL, UPDATE_TOL, UPDATE_FACTOR, STATS_TOL = 2e-2, 0.10, 3.0, 2e-2
 
 
-def train_torch(model, x, y, batch, autocast):
+def train_torch(model, x, y, batch, autocast, device="cpu"):
     """Trains in place; returns the losses and the state after each step."""
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     losses, states = [], []
     for s in range(STEPS):
-        xb = torch.from_numpy(x[s * batch:(s + 1) * batch])
-        yb = torch.from_numpy(y[s * batch:(s + 1) * batch])
+        xb = torch.from_numpy(x[s * batch:(s + 1) * batch]).to(device)
+        yb = torch.from_numpy(y[s * batch:(s + 1) * batch]).to(device)
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             out = model(xb)
             out = out[0] if isinstance(out, (tuple, list)) else out
             loss = F.cross_entropy(out, yb)
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        states.append({k: v.detach().double().numpy().copy() for k, v in model.state_dict().items()
+        states.append({k: v.detach().double().cpu().numpy().copy() for k, v in model.state_dict().items()
                        if not k.endswith("num_batches_tracked")})
     return losses, states
 
@@ -77,8 +83,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True, choices=sorted(MODELS))
     ap.add_argument("--build", default="build")
+    ap.add_argument("--hgpc", help="the hgpc compiler (default: BUILD/bin/hgpc)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where both PyTorch and the hgpc executable train")
     ap.add_argument("--keep", help="keep the work files in this folder")
     args = ap.parse_args()
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     make, shape, batch = MODELS[args.model]
     torch.manual_seed(0)
     model = make().train()
@@ -88,9 +100,11 @@ def main():
     os.makedirs(work, exist_ok=True)
     try:
         onnx_path = os.path.join(work, "model.onnx")
-        torch.onnx.export(copy.deepcopy(model), torch.zeros(batch, *shape), onnx_path,
-                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                          opset_version=17, input_names=["input"])
+        kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  opset_version=17, input_names=["input"])
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kw["dynamo"] = False  # torch 2.9+ defaults to the dynamo exporter
+        torch.onnx.export(copy.deepcopy(model), torch.zeros(batch, *shape), onnx_path, **kw)
         exported = onnx.load(onnx_path)  # export moved the copy's BN statistics: restore them
         for t in exported.graph.initializer:
             if t.name in init:
@@ -103,11 +117,11 @@ def main():
         np.save(os.path.join(work, "x.npy"), x)
         np.save(os.path.join(work, "y.npy"), y)
 
-        f32_losses, f32_states = train_torch(copy.deepcopy(model), x, y, batch, autocast=False)
-        amp_losses, amp_states = train_torch(copy.deepcopy(model), x, y, batch, autocast=True)
+        f32_losses, f32_states = train_torch(copy.deepcopy(model), x, y, batch, False, args.device)
+        amp_losses, amp_states = train_torch(copy.deepcopy(model), x, y, batch, True, args.device)
 
         exe = os.path.join(work, "train")
-        hgpc = os.path.join(args.build, "bin", "hgpc")
+        hgpc = args.hgpc or os.path.join(args.build, "bin", "hgpc")
         p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch),
                             "--precision", "bf16", "--optimizer", "sgd", "--lr", str(LR),
                             "--momentum", str(MOMENTUM)], capture_output=True, text=True)
@@ -118,7 +132,7 @@ def main():
             saved = os.path.join(work, "trained%d.onnx" % steps)
             metrics = os.path.join(work, "metrics%d.jsonl" % steps)
             p = subprocess.run([exe, "--data", "npy:%s,%s" % (os.path.join(work, "x.npy"), os.path.join(work, "y.npy")),
-                                "--shuffle", "off", "--steps", str(steps), "--device", "cpu", "--save", saved,
+                                "--shuffle", "off", "--steps", str(steps), "--device", args.device, "--save", saved,
                                 "--metrics", metrics, "--progress", "none"], capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit("the hgpc executable failed (%d): %s" % (p.returncode, p.stderr))
@@ -162,7 +176,7 @@ def main():
         if stats_rel > max(STATS_TOL, UPDATE_FACTOR * stats_spread):
             failures.append("%s BN running statistics differ by %.3g (autocast from float32: %.3g)"
                             % (label, stats_rel, stats_spread))
-    print(json.dumps(dict(model=args.model, steps=STEPS, losses_hgpc_bf16=hgpc_losses,
+    print(json.dumps(dict(model=args.model, device=args.device, steps=STEPS, losses_hgpc_bf16=hgpc_losses,
                           losses_autocast_bf16=amp_losses, losses_float32=f32_losses,
                           max_loss_rel=max(loss_rel) if loss_rel else None, **report)))
     if failures:
