@@ -18,7 +18,8 @@
 # of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
-# LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers).
+# LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
+# CONVERGENCE_PRECISIONS to convergence (e.g. "fp32 bf16": both models in each, compared).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -204,21 +205,26 @@ PY
     cp "$work/streams.log" "$OUT/streams.log"
     ;;
   convergence)
-    hgpc compile samples/lenet5.onnx -o "$work/l5c" --batch 64 --optimizer adam --lr 0.002 \
-      --schedule cosine --t-max 18740 >/dev/null 2>&1
-    /usr/bin/time -f "%e s" "$work/l5c" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 20 \
-      --normalize 0.2860,0.3530 --device cuda --progress plain \
-      > "$work/lenet5.log" 2>&1
-    note "convergence LeNet-5 20 epochs: $(grep 'eval after epoch 20' "$work/lenet5.log") ($(tail -1 "$work/lenet5.log"))"
-    cat "$work/lenet5.log" >> "$OUT/convergence.log"
+    # CONVERGENCE_PRECISIONS (default tf32): each trains both models; with more than one, a table
+    # compares their per-epoch test loss and accuracy to the first (docs/precision.md).
     python3 samples/make_resnet18_28.py "$work/r18.onnx" > /dev/null 2>&1
-    hgpc compile "$work/r18.onnx" -o "$work/r18" --batch 128 --optimizer sgd --lr 0.1 --momentum 0.9 \
-      --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$work/resnet18.log" 2>&1
-    /usr/bin/time -f "%e s" "$work/r18" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
-      --normalize 0.2860,0.3530 --device cuda --progress plain \
-      >> "$work/resnet18.log" 2>&1
-    note "convergence ResNet-18 28x28 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18.log") ($(tail -1 "$work/resnet18.log"))"
-    cat "$work/resnet18.log" >> "$OUT/convergence.log"
+    for prec in ${CONVERGENCE_PRECISIONS:-tf32}; do
+      hgpc compile samples/lenet5.onnx -o "$work/l5c_$prec" --batch 64 --optimizer adam --lr 0.002 \
+        --schedule cosine --t-max 18740 --precision "$prec" >/dev/null 2>&1
+      /usr/bin/time -f "%e s" "$work/l5c_$prec" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 20 \
+        --normalize 0.2860,0.3530 --device cuda --progress plain \
+        > "$work/lenet5_$prec.log" 2>&1
+      note "convergence LeNet-5 $prec 20 epochs: $(grep 'eval after epoch 20' "$work/lenet5_$prec.log") ($(tail -1 "$work/lenet5_$prec.log"))"
+      cat "$work/lenet5_$prec.log" >> "$OUT/convergence.log"
+      hgpc compile "$work/r18.onnx" -o "$work/r18_$prec" --batch 128 --optimizer sgd --lr 0.1 --momentum 0.9 \
+        --weight-decay 5e-4 --schedule cosine --t-max 4680 --precision "$prec" > "$work/resnet18_$prec.log" 2>&1
+      /usr/bin/time -f "%e s" "$work/r18_$prec" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
+        --normalize 0.2860,0.3530 --device cuda --progress plain \
+        >> "$work/resnet18_$prec.log" 2>&1
+      note "convergence ResNet-18 28x28 $prec 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18_$prec.log") ($(tail -1 "$work/resnet18_$prec.log"))"
+      cat "$work/resnet18_$prec.log" >> "$OUT/convergence.log"
+    done
+    python3 tests/gpu/convergence_table.py "$work" ${CONVERGENCE_PRECISIONS:-tf32} | tee -a "$summary"
     ;;
   profile)
     popts=(--batch 64 --optimizer sgd --lr 0.05 --momentum 0.9)
