@@ -538,6 +538,33 @@ def report(rows, env, args, n_data, skipped):
     return "\n".join(lines) + "\n"
 
 
+def score(args):
+    """Re-plans every layer of a measurement (the json lines of an earlier GPU run) with this
+    hgpc and counts the layers whose chosen width runs within 5% of the best measured one. A
+    choice the run did not time (a mixed fwd/dgrad width it had no reason to time) is a miss.
+    Exit 1 below --min-fraction: the CTest split_width_layers."""
+    by_name = {l["name"]: l for l in json.load(open(args.data))["layers"]}
+    rows = [json.loads(line) for line in open(args.score) if line.startswith("{")]
+    good = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, r in enumerate(rows):
+            l = by_name[r["layer"]]
+            path = os.path.join(tmp, "l%d.onnx" % i)
+            one_conv_onnx(l, path)
+            w = plan_widths(args.hgpc, path, l["N"], QUERY)
+            kf, kd = w["fwd"], w["dgrad"]
+            ms = r["ms"].get(str(kf) if kf == kd else "f%d/d%d" % (kf, kd))
+            best = min(v for k, v in r["ms"].items() if "/" not in k)
+            ok = ms is not None and ms <= 1.05 * best
+            good += ok
+            print("%-42s f%d/d%d %s ms, best %.4f ms (k=%s): %s"
+                  % (r["layer"], kf, kd, "%.4f" % ms if ms else "-", best, r["best"],
+                     "within 5%" if ok else "MISSED" if ms else "MISSED (not measured)"))
+    frac = good / max(len(rows), 1)
+    print("within 5%% of best on %d of %d layers (%.0f%%)" % (good, len(rows), 100 * frac))
+    return 0 if frac >= args.min_fraction else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--choose", action="store_true",
@@ -556,9 +583,15 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="everything but the CUDA timing")
     ap.add_argument("--check-macs", type=float, default=4e8,
                     help="dry run: check the split math on the CPU for layers up to this many MACs")
+    ap.add_argument("--score", metavar="MEASURED",
+                    help="no GPU: re-plan the layers of an earlier run (its json lines, e.g. "
+                         "bench/layers_measured_h200.jsonl) and count the widths within 5%% of best")
+    ap.add_argument("--min-fraction", type=float, default=0.9)
     args = ap.parse_args()
     if args.choose:
         return choose(args)
+    if args.score:
+        return score(args)
     return measure(args)
 
 
