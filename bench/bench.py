@@ -190,10 +190,19 @@ def torch_kernel_summary(name, batch, top=14):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(batch, *shape, device="cuda")
     y = torch.randint(0, ncls, (batch,), device="cuda")
+    # The same precision as the timed variants: AMP autocast with channels_last for bf16/fp16
+    # (fp16 without a GradScaler: the kernels are the same, and no step is skipped on random data).
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PRECISION)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
+    if half is not None and len(shape) == 3:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(x), y).backward()
+        with torch.autocast("cuda", dtype=half or torch.bfloat16, enabled=half is not None):
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
     for _ in range(5):
         step()
@@ -205,7 +214,7 @@ def torch_kernel_summary(name, batch, top=14):
     rows = [(e.key, e.count / 3, e.device_time_total / 3000.0) for e in prof.key_averages()
             if e.device_time_total > 0]
     total = sum(r[2] for r in rows)
-    out = ["  torch eager kernels: %.3f ms per step" % total]
+    out = ["  torch eager kernels (%s): %.3f ms per step" % (PRECISION, total)]
     for k, n, ms in sorted(rows, key=lambda r: -r[2])[:top]:
         out.append("    %-60.60s %5.0f %8.3f ms" % (k, n, ms))
     del model, opt
