@@ -13,8 +13,11 @@ and for the best PyTorch variant; and hgpc's bytes moved (the cost model's per-s
 writes of the plan as compiled, so fusion lowers it) over the time and the HBM bandwidth.
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
-        [--torch-modes eager,graph,compile] [--steps 160] [--op-times] [--single-stream]
+        [--torch-modes eager,graph,compile,graph-nchw] [--steps 160] [--op-times] [--single-stream]
         [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
+
+graph-nchw (bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside the
+channels_last variants, to show what the layout is worth to PyTorch's kernels.
 
 --warm-compile-gpu G compiles every torch.compile case first in background processes on GPU G
 (pinned to the CPUs the timing does not use), while this process times hgpc and the other
@@ -71,7 +74,11 @@ def torch_step_ms(name, batch, mode, iters=30, reps=5):
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PRECISION)
     if PRECISION == "fp32":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    if half is not None and len(shape) == 3:
+    # graph-nchw: the whole-step graph without channels_last, to show what the layout is worth.
+    nchw = mode == "graph-nchw"
+    if nchw:
+        mode = "graph"
+    if half is not None and len(shape) == 3 and not nchw:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     scaler = torch.amp.GradScaler("cuda") if half == torch.float16 else None
