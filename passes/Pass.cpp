@@ -36,10 +36,18 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
 
 std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
 std::vector<std::string> trainPipeline() {
-  return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "all-reduce-gradients",
+  return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "fuse-batch-norm",
+          "all-reduce-gradients",
           "add-optimizer"};
 }
-std::vector<std::string> evalPipeline() { return {"canonicalize", "eval-mode", "add-loss"}; }
+std::vector<std::string> evalPipeline() {
+  return {"canonicalize", "eval-mode", "add-loss", "fuse-batch-norm"};
+}
+
+std::vector<std::string> withoutFusion(std::vector<std::string> pipeline) {
+  std::erase_if(pipeline, [](const std::string& p) { return p.rfind("fuse-", 0) == 0; });
+  return pipeline;
+}
 
 Status TrainOptions::validate() const {
   auto bad = [](const std::string& m) { return Status(ErrorCode::Usage, m); };

@@ -100,5 +100,7 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
 std::vector<std::string> forwardPipeline();
 std::vector<std::string> trainPipeline();
 std::vector<std::string> evalPipeline();
+/// `pipeline` without its fusion passes (every pass named fuse-*): `hgpc --no-fuse`.
+std::vector<std::string> withoutFusion(std::vector<std::string> pipeline);
 
 } // namespace hgp

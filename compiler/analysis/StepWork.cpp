@@ -43,14 +43,11 @@ bool isReduction(OpKind op) {
 }
 
 /// How many times the executor streams its operands through memory, relative to reading each
-/// operand and writing each result once (runtime/cuda): BatchNorm training reads X for the
-/// statistics and again to normalize; its gradient reads dY and X for the sums and again for
-/// dX; max pooling reads each input once per covering window (mostly from cache, but issued);
-/// data movement ops are strided.
+/// operand and writing each result once (runtime/cuda): max pooling reads each input once per
+/// covering window (mostly from cache, but issued); data movement ops are strided. BatchNorm
+/// training and its gradient re-read some operands; rereadBytes counts those.
 double memoryPasses(OpKind op) {
   switch (op) {
-  case OpKind::BatchNormTrain: return 1.5;
-  case OpKind::BatchNormBwd: return 5.0 / 3.0;
   case OpKind::MaxPool: case OpKind::AveragePool: return 2.0;
   case OpKind::MaxPoolBwd: case OpKind::AveragePoolBwd: return 3.0;
   case OpKind::Concat: case OpKind::Split: case OpKind::Slice: case OpKind::SliceBwd:
@@ -59,6 +56,19 @@ double memoryPasses(OpKind op) {
   default:
     return 1.0;
   }
+}
+
+/// The bytes a two-pass BatchNorm reads a second time (runtime/cuda/NormOps.cu): training reads
+/// X for the statistics and again to normalize (the residual of a fused +AddRelu only in the
+/// second pass); the gradient reads dY and X, and the mask source Z of a fused +ReluBwd, for the
+/// sums and again for dX.
+double rereadBytes(const Plan& plan, const PlanStep& step) {
+  auto bytes = [&](size_t i) {
+    return i < step.inputs.size() ? double(plan.tensors[size_t(step.inputs[i])].bytes()) : 0.0;
+  };
+  if (step.op == OpKind::BatchNormTrain) return bytes(0);
+  if (step.op == OpKind::BatchNormBwd) return bytes(0) + bytes(1) + bytes(5);
+  return 0;
 }
 
 } // namespace
@@ -107,7 +117,7 @@ StepWork stepWork(const Plan& plan, const PlanStep& step) {
   w.reduction = isReduction(step.op);
   // Memory-bound: a few FLOPs per element (normalizations and losses a few more).
   w.flops = double(w.elements) * (w.reduction ? 4.0 : 1.0);
-  w.bytes *= memoryPasses(step.op);
+  w.bytes = w.bytes * memoryPasses(step.op) + rereadBytes(plan, step);
   return w;
 }
 

@@ -110,14 +110,19 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPipeline(), low, true) : o.passes,
+    std::vector<std::string> trainPasses = trainPipeline(), evalPasses = evalPipeline();
+    if (!o.fuse) {
+      trainPasses = withoutFusion(trainPasses);
+      evalPasses = withoutFusion(evalPasses);
+    }
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPasses, low, true) : o.passes,
                         c.ctx));
     PassContext evalCtx;
     evalCtx.train = o.train;
     evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPipeline(), low, false), evalCtx));
+    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPasses, low, false), evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
     programs.push_back({"train", c.train.get(),

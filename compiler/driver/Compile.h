@@ -40,6 +40,9 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-*,
+  /// docs/fusion.md). An explicit --passes list is taken as given.
+  bool fuse = true;
   /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
   /// else h200.
   std::string target;

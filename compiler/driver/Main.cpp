@@ -7,6 +7,7 @@
 //             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
+//   fusion: --no-fuse (docs/fusion.md)
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
@@ -96,6 +97,13 @@ void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
                   "testing: pipeline every run of per-sample steps over M micro-batches "
                   "(default: the analyzer's stage size)")
       ->check(CLI::Range(1, 64));
+}
+
+/// The fusion switch, shared by `compile` and `plan` (docs/fusion.md).
+void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
+  cmd->add_flag_function(
+      "--no-fuse", [&o](int64_t) { o.fuse = false; },
+      "no fusion passes: every BatchNorm, Relu, Add and their gradients run as ops of their own");
 }
 
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
@@ -200,6 +208,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   addSlicingOptions(compile, co.slicing);
   addTrainingOptions(compile, co.train);
+  addFusionOptions(compile, co);
 
   std::string target = "auto";
   auto* plan = app.add_subcommand("plan", "print the scheduled training plan with the cost "
@@ -228,6 +237,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   addSlicingOptions(plan, co.slicing);
   addTrainingOptions(plan, co.train);
+  addFusionOptions(plan, co);
 
   try {
     app.parse(argc, argv);

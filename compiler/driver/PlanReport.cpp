@@ -10,6 +10,16 @@ namespace hgp {
 
 namespace {
 
+/// The step's op as the report names it: the op, plus what fusion folded into it
+/// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward).
+std::string stepLabel(const PlanStep& s) {
+  std::string label = opName(s.op);
+  if (s.attrs.getString("activation", "none") != "relu") return label;
+  if (s.op == OpKind::BatchNormBwd) return label + "+ReluBwd";
+  if (s.op == OpKind::BatchNormTrain && s.inputs.size() == 4) return label + "+AddRelu";
+  return label + "+Relu";
+}
+
 std::string format(const char* fmt, auto... args) {
   char buf[512];
   std::snprintf(buf, sizeof buf, fmt, args...);
@@ -121,7 +131,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
     StepSlicing sl = sliced ? sliced->steps[i] : StepSlicing{};
     os << format("  %4zu %-22s %6d auto %5d %5d %8lld x %3d %4d %5lld %3d %7.2f %8.3f %9.3f %8.2f  "
                  "%-10s  %s%s%s",
-                 i, opName(s.op), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks,
+                 i, stepLabel(s).c_str(), sched.stream[i], sl.width, sl.depth, (long long)c.launch.blocks,
                  c.launch.threads, c.launch.regs, (long long)c.launch.smem, c.blocksPerSm, c.waves,
                  c.flops / 1e9, c.bytes / 1e6, c.seconds * 1e6, where(plan, s).c_str(),
                  s.loc.c_str(),
@@ -131,6 +141,10 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
                  c.onCriticalPath ? " *" : "");
     os << (c.measured ? format(" measured (%d)\n", c.kernels) : std::string("\n"));
   }
+  int fused = 0;
+  for (const PlanStep& s : program->steps) fused += s.attrs.getString("activation", "none") != "none";
+  if (fused)
+    os << format("fusion: %d steps with a fused activation (op+Relu, op+AddRelu, op+ReluBwd)\n", fused);
   if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
                  "micro-batches\n",
@@ -153,7 +167,8 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   if (!cost.criticalPath.empty()) {
     const PlanStep& a = program->steps[size_t(cost.criticalPath.front())];
     const PlanStep& b = program->steps[size_t(cost.criticalPath.back())];
-    os << format(": %s '%s' ... %s '%s'", opName(a.op), a.loc.c_str(), opName(b.op), b.loc.c_str());
+    os << format(": %s '%s' ... %s '%s'", stepLabel(a).c_str(), a.loc.c_str(),
+                 stepLabel(b).c_str(), b.loc.c_str());
   }
   os << "\n";
 }
@@ -180,7 +195,7 @@ void printPlanDot(const Plan& plan, const Target& target, const std::string& pre
     for (size_t i = 0; i < program->steps.size(); ++i) {
       if (sched.stream[i] != st) continue;
       const PlanStep& s = program->steps[i];
-      os << format("    s%zu [label=\"%zu %s\\n%s\\n%.1f us\"%s];\n", i, i, opName(s.op),
+      os << format("    s%zu [label=\"%zu %s\\n%s\\n%.1f us\"%s];\n", i, i, stepLabel(s).c_str(),
                    quoted(s.loc).c_str(), cost.steps[i].seconds * 1e6,
                    cost.steps[i].onCriticalPath ? ", penwidth=2" : "");
     }

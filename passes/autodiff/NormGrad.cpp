@@ -4,6 +4,16 @@
 namespace hgp {
 
 namespace {
+/// Fusion runs after autodiff; a fused BatchNorm has no gradient rule of its own.
+Status checkUnfused(GradContext& ctx) {
+  if (ctx.attrs().getString("activation", "none") != "none")
+    return Status(ErrorCode::Internal, "a fused BatchNorm (activation=" +
+                                           ctx.attrs().getString("activation") +
+                                           ") cannot be differentiated: run fuse-batch-norm after "
+                                           "autodiff");
+  return Status::ok();
+}
+
 Status batchNormGrad(GradContext& ctx, Value* mean, Value* var, bool batchStats) {
   AttrMap a;
   a.setFloat("epsilon", ctx.attrs().getFloat("epsilon"));
@@ -20,6 +30,7 @@ Status batchNormGrad(GradContext& ctx, Value* mean, Value* var, bool batchStats)
 // Only Y carries a gradient; the batch statistics feed the running-statistics update, which is
 // not differentiated (as in PyTorch).
 Status gradBatchNormTrain(GradContext& ctx) {
+  HGP_TRY(checkUnfused(ctx));
   if (!ctx.outGrad(0)) return Status::ok();
   return batchNormGrad(ctx, ctx.out(1), ctx.out(2), true);
 }
@@ -28,6 +39,7 @@ Status gradBatchNormTrain(GradContext& ctx) {
 // usually frozen running statistics; when they depend on parameters (the statistics --sync-bn
 // computes from X), their gradients come from the channel sums of BatchNormBwd.
 Status gradBatchNorm(GradContext& ctx) {
+  HGP_TRY(checkUnfused(ctx));
   HGP_TRY(batchNormGrad(ctx, ctx.in(3), ctx.in(4), false));
   if (!ctx.needs(3) && !ctx.needs(4)) return Status::ok();
   const std::vector<Value*>& g = ctx.inputGrads();

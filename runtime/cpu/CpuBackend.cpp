@@ -66,7 +66,8 @@ public:
     }
     views_.clear();
     for (size_t i = 0; i < plan.tensors.size(); ++i)
-      views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i))});
+      views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i)),
+                        plan.tensors[i].type.dtype});
     return Status::ok();
   }
 
@@ -130,7 +131,7 @@ private:
   cpu::TensorView widen(const cpu::TensorView& v) {
     if (!isHalfDType(v.dtype)) return v;
     for (Widened& w : widened_)
-      if (w.src == v.data && w.n == v.numel()) return {DType::F32, v.shape, w.buf.data()};
+      if (w.src == v.data && w.n == v.numel()) return {DType::F32, v.shape, w.buf.data(), v.dtype};
     Widened& w = widened_.emplace_back();
     w.src = v.data;
     w.n = v.numel();
@@ -141,7 +142,7 @@ private:
     cpu::parallelElementwise(w.n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dst[i] = loadHalf(v.dtype, src, i);
     });
-    return {DType::F32, v.shape, w.buf.data()};
+    return {DType::F32, v.shape, w.buf.data(), v.dtype};
   }
 
   /// Rounds the float32 result for a 16-bit tensor back into its storage.

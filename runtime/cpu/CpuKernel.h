@@ -20,6 +20,10 @@ struct TensorView {
   DType dtype = DType::F32;
   const Shape* shape = nullptr;
   void* data = nullptr;
+  /// The dtype the tensor is stored as: `dtype`, or bf16/f16 for the float32 copy the backend
+  /// gives an executor of a 16-bit tensor (which it rounds back after the step). A fused
+  /// executor that must round an intermediate as the unfused ops would have stored it reads it.
+  DType stored = DType::F32;
 
   int64_t numel() const { return numElements(*shape); }
   int64_t rank() const { return int64_t(shape->size()); }

@@ -3,7 +3,15 @@
 //
 // Per-channel statistics and gradient sums accumulate in double and run in parallel over the
 // channels. X is [N, C, *S]; a channel's elements are N runs of prod(S) contiguous values.
+//
+// Fused forms (fuse-batch-norm, docs/fusion.md) compute exactly what the unfused chain computes,
+// value for value: BatchNorm(Train) with activation="relu" applies relu to the affine result
+// (relu is exact, so relu-then-round equals round-then-relu); with a residual the affine result
+// is first rounded to Y's stored dtype, as the unfused BatchNormTrain stored it, then added in
+// float as Add does; BatchNormBwd with activation="relu" replaces dY by (Z > 0 ? dY : 0), the
+// ReluBwd result, which is exact in every dtype.
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/Half.h"
 
 #include <cmath>
 
@@ -39,16 +47,48 @@ double epsilonOf(const KernelArgs& a) {
   return a.attrs().getFloat("epsilon", 1e-5);
 }
 
-/// y = x * alpha[c] + beta[c] over every element of channel c.
+/// Relu as execRelu computes it (NaN passes through).
+inline float relu(float v) {
+  return v > 0.f ? v : (std::isnan(v) ? v : 0.f);
+}
+
+/// The fused epilogue of a BatchNorm forward: none, relu, or (with a residual) relu after the add.
+struct Epilogue {
+  bool relu = false;
+  const float* residual = nullptr; ///< Added to the BN result rounded to `stored`.
+  DType stored = DType::F32;       ///< Y's storage dtype.
+};
+
+/// Reads activation= ("none" or "relu") and, with inputs[residualAt] present, the residual.
+Status epilogueOf(const KernelArgs& a, size_t residualAt, Epilogue& e) {
+  std::string act = a.attrs().getString("activation", "none");
+  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
+  e.relu = act == "relu";
+  e.stored = a.out[0].stored;
+  if (a.in.size() > residualAt) {
+    if (!e.relu) return a.fail("a residual input needs activation=relu");
+    HGP_TRY(checkF32(a, a.in[residualAt], "residual"));
+    HGP_TRY(checkShape(a, a.in[residualAt], *a.in[0].shape, "residual"));
+    e.residual = a.in[residualAt].f32();
+  }
+  return Status::ok();
+}
+
+/// y = x * alpha[c] + beta[c] over every element of channel c, then the epilogue.
 void applyChannelAffine(const ChannelLayout& l, const float* x, const std::vector<float>& alpha,
-                        const std::vector<float>& beta, float* y) {
+                        const std::vector<float>& beta, const Epilogue& e, float* y) {
   parallelFor(l.n * l.c, std::max<int64_t>(1, kElementwiseGrain / l.plane),
               [&](int64_t p0, int64_t p1) {
                 for (int64_t p = p0; p < p1; ++p) {
                   float al = alpha[size_t(p % l.c)], be = beta[size_t(p % l.c)];
                   const float* xp = x + p * l.plane;
                   float* yp = y + p * l.plane;
-                  for (int64_t j = 0; j < l.plane; ++j) yp[j] = xp[j] * al + be;
+                  const float* rp = e.residual ? e.residual + p * l.plane : nullptr;
+                  for (int64_t j = 0; j < l.plane; ++j) {
+                    float v = xp[j] * al + be;
+                    if (rp) v = roundedAs(e.stored, v) + rp[j];
+                    yp[j] = e.relu ? relu(v) : v;
+                  }
                 }
               });
 }
@@ -69,12 +109,14 @@ Status execBatchNorm(KernelArgs& a) {
     alpha[size_t(c)] = float(al);
     beta[size_t(c)] = float(double(bias[c]) - double(mean[c]) * al);
   }
-  applyChannelAffine(l, a.in[0].f32(), alpha, beta, a.out[0].f32());
+  Epilogue e;
+  HGP_TRY(epilogueOf(a, 5, e));
+  applyChannelAffine(l, a.in[0].f32(), alpha, beta, e, a.out[0].f32());
   return Status::ok();
 }
 
 Status execBatchNormTrain(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 3, 3, 3, 3));
+  HGP_TRY(checkArity(a, 3, 4, 3, 3));
   HGP_TRY(checkChannelOperands(a, 0, 1, 2));
   ChannelLayout l(*a.in[0].shape);
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
@@ -105,12 +147,14 @@ Status execBatchNormTrain(KernelArgs& a) {
       varOut[c] = float(var);
     }
   });
-  applyChannelAffine(l, x, alpha, beta, a.out[0].f32());
+  Epilogue e;
+  HGP_TRY(epilogueOf(a, 3, e));
+  applyChannelAffine(l, x, alpha, beta, e, a.out[0].f32());
   return Status::ok();
 }
 
 Status execBatchNormBwd(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 5, 5, 3, 3));
+  HGP_TRY(checkArity(a, 5, 6, 3, 3));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3));
   HGP_TRY(checkF32(a, a.in[0], "dY"));
   HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
@@ -118,9 +162,21 @@ Status execBatchNormBwd(KernelArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   HGP_TRY(checkShape(a, a.out[1], {l.c}, "dscale"));
   HGP_TRY(checkShape(a, a.out[2], {l.c}, "dbias"));
-  const float *dy = a.in[0].f32(), *x = a.in[1].f32(), *scale = a.in[2].f32(),
+  const float *dyIn = a.in[0].f32(), *x = a.in[1].f32(), *scale = a.in[2].f32(),
               *mean = a.in[3].f32(), *var = a.in[4].f32();
   float *dx = a.out[0].f32(), *dscale = a.out[1].f32(), *dbias = a.out[2].f32();
+  // Fused ReluBwd: dY is the gradient of Z = relu(BN(X)); the BN's own dY is Z > 0 ? dY : 0.
+  std::string act = a.attrs().getString("activation", "none");
+  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
+  if ((act == "relu") != (a.in.size() == 6))
+    return a.fail("activation=relu and the mask source Z come together");
+  const float* z = nullptr;
+  if (a.in.size() == 6) {
+    HGP_TRY(checkF32(a, a.in[5], "Z"));
+    HGP_TRY(checkShape(a, a.in[5], *a.in[1].shape, "Z"));
+    z = a.in[5].f32();
+  }
+  auto dy = [&](int64_t e) -> float { return z && !(z[e] > 0.f) ? 0.f : dyIn[e]; };
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
   double eps = epsilonOf(a);
   parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
@@ -130,8 +186,8 @@ Status execBatchNormBwd(KernelArgs& a) {
       for (int64_t i = 0; i < l.n; ++i)
         for (int64_t j = 0; j < l.plane; ++j) {
           int64_t e = l.at(i, c) + j;
-          sumDy += dy[e];
-          sumDyXhat += double(dy[e]) * (double(x[e]) - mu) * invstd;
+          sumDy += dy(e);
+          sumDyXhat += double(dy(e)) * (double(x[e]) - mu) * invstd;
         }
       dbias[c] = float(sumDy);
       dscale[c] = float(sumDyXhat);
@@ -141,12 +197,12 @@ Status execBatchNormBwd(KernelArgs& a) {
         for (int64_t j = 0; j < l.plane; ++j) {
           int64_t e = l.at(i, c) + j;
           if (!batchStats) {
-            dx[e] = float(double(dy[e]) * k);
+            dx[e] = float(double(dy(e)) * k);
             continue;
           }
           // The batch statistics depend on x: dx = k * (dy - mean(dy) - xhat * mean(dy*xhat)).
           double xhat = (double(x[e]) - mu) * invstd;
-          dx[e] = float(k * (double(dy[e]) - sumDy / m - xhat * sumDyXhat / m));
+          dx[e] = float(k * (double(dy(e)) - sumDy / m - xhat * sumDyXhat / m));
         }
     }
   });

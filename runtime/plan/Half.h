@@ -78,4 +78,12 @@ inline void storeHalf(DType t, uint16_t* p, int64_t i, float v) {
   p[i] = t == DType::BF16 ? floatToBf16(v) : floatToHalf(v);
 }
 
+/// `v` rounded to dtype `t` and widened back: the value a tensor of dtype `t` holds after storing
+/// `v` (the identity for f32).
+inline float roundedAs(DType t, float v) {
+  if (t == DType::BF16) return bf16ToFloat(floatToBf16(v));
+  if (t == DType::F16) return halfToFloat(floatToHalf(v));
+  return v;
+}
+
 } // namespace hgp

@@ -26,11 +26,22 @@ Status checkEpsilon(const InferContext& ctx) {
   return Status::ok();
 }
 
+/// The fused activation (fuse-batch-norm): absent or "none", or "relu". Sets `relu`.
+Status checkActivation(const InferContext& ctx, bool& relu) {
+  std::string act = ctx.attrs.getString("activation", "none");
+  if (act != "none" && act != "relu")
+    return ctx.fail("activation must be \"none\" or \"relu\", not \"" + act + "\"");
+  relu = act == "relu";
+  return Status::ok();
+}
+
 } // namespace
 
 Status inferBatchNorm(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 0, 1, 4));
   HGP_TRY(checkEpsilon(ctx));
+  bool relu = false;
+  HGP_TRY(checkActivation(ctx, relu));
   ctx.outputs = {ctx.in(0)};
   return Status::ok();
 }
@@ -38,6 +49,12 @@ Status inferBatchNorm(InferContext& ctx) {
 Status inferBatchNormTrain(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 0, 1, 2));
   HGP_TRY(checkEpsilon(ctx));
+  bool relu = false;
+  HGP_TRY(checkActivation(ctx, relu));
+  if (ctx.numInputs() == 4) {
+    if (!relu) return ctx.fail("a residual input needs activation=\"relu\"");
+    if (ctx.in(3) != ctx.in(0)) return ctx.fail("the residual must have X's type");
+  }
   TensorType stat{DType::F32, {ctx.in(0).shape[1]}};
   ctx.outputs = {ctx.in(0), stat, stat};
   return Status::ok();
@@ -47,6 +64,11 @@ Status inferBatchNormBwd(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 1, 2, 3));
   if (ctx.in(0) != ctx.in(1)) return ctx.fail("dY and X must have the same type");
   HGP_TRY(checkEpsilon(ctx));
+  bool relu = false;
+  HGP_TRY(checkActivation(ctx, relu));
+  if (relu != (ctx.numInputs() == 6))
+    return ctx.fail("activation=\"relu\" and the mask source Z come together");
+  if (relu && ctx.in(5) != ctx.in(1)) return ctx.fail("Z must have X's type");
   TensorType stat{DType::F32, {ctx.in(1).shape[1]}};
   ctx.outputs = {ctx.in(1), stat, stat};
   return Status::ok();

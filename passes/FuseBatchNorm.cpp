@@ -1,0 +1,192 @@
+//===- FuseBatchNorm.cpp - BatchNorm + Relu (+ residual Add) into one op, forward and backward -===//
+//
+// Every BatchNorm of a CNN is followed by a Relu, in ResNets often by Add(BN, shortcut) and then
+// a Relu; the backward pass mirrors it: ReluBwd, then BatchNormBwd. Each of those elementwise
+// ops streams whole activations through memory for a few instructions per element, so the pass
+// folds them into the BatchNorm, which streams the same tensors anyway (docs/fusion.md):
+//
+//   forward   Y = BatchNormTrain(X); Z = Relu(Y)
+//               => Z = BatchNormTrain{activation="relu"}(X)
+//             Y = BatchNormTrain(X); A = Add(Y, S); Z = Relu(A)
+//               => Z = BatchNormTrain{activation="relu"}(X, scale, bias, S)
+//             Y = BatchNorm(X, ...); Z = Relu(Y)  (inference mode: eval, frozen BN)
+//               => Z = BatchNorm{activation="relu"}(X, ...)
+//   backward  G = ReluBwd(dZ, Z); (dX, ...) = BatchNormBwd(G, X, scale, mean, var)
+//               => (dX, ...) = BatchNormBwd{activation="relu"}(dZ, X, scale, mean, var, Z)
+//
+// Legality. The intermediate (Y, A, G) must have no other reader and must not be a graph output
+// or carried: it disappears. The fused op takes the BatchNorm's place in the order (forward) or
+// the BatchNormBwd's (backward), so every reader of the statistics and of Z still comes after
+// it; the residual S must therefore be defined before the BatchNorm. When both operands of the
+// Add are BatchNorm results (a ResNet block with a downsampling shortcut), the later BatchNorm
+// takes the earlier one's result as its residual; Add is commutative, so the values are the
+// same. The residual must have Y's exact type (no broadcast). Relu's gradient is defined on its
+// output (ReluBwd's mask is Z > 0), and the fused forward still produces Z, so the backward
+// needs nothing new.
+//
+// The residual case in the backward. There G = ReluBwd(dZ, Z) is read by BatchNormBwd and by the
+// shortcut's gradient, so G is needed in memory anyway; the pass leaves ReluBwd alone there.
+// Fusing it would mean reading dZ and Z in both BatchNormBwd passes instead of G once per pass:
+// per element (in units of one activation) unfused is ReluBwd 3 + BatchNormBwd 5 = 8, fused with
+// G written as a side result 3 + 1 + 3 = 7 at the cost of a third output and a second writer of
+// G in the schedule; the gain is small and left for later. Without the residual the fused
+// BatchNormBwd moves 7 units (dZ, Z, X twice; dX once) against 8 unfused, and one launch less.
+//
+// Rounding. The fused ops compute the unfused chain's values exactly (bit-identical on the CPU
+// in f32, bf16 and f16): relu is exact, so relu(round(v)) == round(relu(v)); with a residual the
+// BatchNorm result is rounded to Y's dtype before the add, as storing Y rounded it; the Relu
+// mask on the gradient is exact. On the GPU the same holds up to the BatchNorm kernels' own
+// tolerance against the CPU.
+//
+// Runs after autodiff (the fused ops have no gradient rules); `hgpc compile/plan --no-fuse`
+// leaves it (and every other fuse-* pass) out of the pipelines.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "passes/Pass.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace hgp {
+
+namespace {
+
+bool isUnfused(const Node* n) {
+  return n->attrs().getString("activation", "none") == "none";
+}
+
+/// Whether `v` is a graph output or takes part in a carry: then it must stay.
+bool escapes(const Graph& g, const Value* v) {
+  if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return true;
+  for (const Carry& c : g.carries())
+    if (c.state == v || c.next == v) return true;
+  return false;
+}
+
+/// The only reader of `v` when it has exactly one (reading it once) and does not escape.
+Node* soleUser(const Graph& g, const Value* v) {
+  if (v->users().size() != 1 || escapes(g, v)) return nullptr;
+  return v->users()[0];
+}
+
+class Fuser {
+public:
+  Fuser(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {}
+
+  Status run() {
+    for (Node* n : std::vector<Node*>(g_.nodes())) {
+      if (!alive(n)) continue;
+      if ((n->op() == OpKind::BatchNormTrain && n->numInputs() == 3 && isUnfused(n)) ||
+          (n->op() == OpKind::BatchNorm && isUnfused(n)))
+        HGP_TRY(fuseForward(n));
+      else if (n->op() == OpKind::ReluBwd)
+        HGP_TRY(fuseBackward(n));
+    }
+    return Status::ok();
+  }
+
+private:
+  bool alive(const Node* n) const {
+    return std::find(g_.nodes().begin(), g_.nodes().end(), n) != g_.nodes().end();
+  }
+
+  size_t position(const Node* n) const {
+    return size_t(std::find(g_.nodes().begin(), g_.nodes().end(), n) - g_.nodes().begin());
+  }
+
+  /// Whether `v` is available before node `n`: graph-level, or computed by an earlier node.
+  bool definedBefore(const Value* v, const Node* n) const {
+    return v->isGraphLevel() || position(v->producer()) < position(n);
+  }
+
+  Status fuseForward(Node* bn) {
+    Value* y = bn->output(0);
+    Node* user = soleUser(g_, y);
+    if (!user) return Status::ok();
+    Node* relu = nullptr;
+    Value* residual = nullptr;
+    if (user->op() == OpKind::Relu) {
+      relu = user;
+    } else if (user->op() == OpKind::Add && bn->op() == OpKind::BatchNormTrain) {
+      Value* s = user->input(0) == y ? user->input(1) : user->input(0);
+      if (s == y || s->type() != y->type() || user->output(0)->type() != y->type() ||
+          !definedBefore(s, bn))
+        return Status::ok();
+      Node* next = soleUser(g_, user->output(0));
+      if (!next || next->op() != OpKind::Relu) return Status::ok();
+      relu = next;
+      residual = s;
+    }
+    if (!relu || relu->output(0)->type() != y->type()) return Status::ok();
+
+    std::vector<Value*> inputs = bn->inputs();
+    if (residual) inputs.push_back(residual);
+    AttrMap attrs = bn->attrs();
+    attrs.setString("activation", "relu");
+    g_.setInsertionPoint(bn);
+    auto fused = g_.addNode(bn->op(), inputs, attrs, bn->name());
+    g_.setInsertionPoint(nullptr);
+    if (!fused) return fused.status();
+    std::vector<Node*> dead = {relu};
+    if (residual) dead.push_back(user);
+    dead.push_back(bn);
+    // The fused results take over the Relu's output and the BatchNorm's statistics, names too.
+    std::vector<std::pair<Value*, Value*>> take = {{relu->output(0), (*fused)->output(0)}};
+    for (size_t i = 1; i < bn->numOutputs(); ++i) take.push_back({bn->output(i), (*fused)->output(i)});
+    HGP_TRY(replace(take, dead));
+    ++ctx_.stats[residual ? "fuse-batch-norm.add-relu" : "fuse-batch-norm.relu"];
+    return Status::ok();
+  }
+
+  Status fuseBackward(Node* reluBwd) {
+    Value* g = reluBwd->output(0);
+    Node* bwd = soleUser(g_, g);
+    if (!bwd || bwd->op() != OpKind::BatchNormBwd || bwd->numInputs() != 5 || !isUnfused(bwd))
+      return Status::ok();
+    if (bwd->input(0) != g) return Status::ok();
+    Value *dz = reluBwd->input(0), *z = reluBwd->input(1);
+    if (z->type() != bwd->input(1)->type() || dz->type() != g->type()) return Status::ok();
+    std::vector<Value*> inputs = bwd->inputs();
+    inputs[0] = dz;
+    inputs.push_back(z);
+    AttrMap attrs = bwd->attrs();
+    attrs.setString("activation", "relu");
+    g_.setInsertionPoint(bwd);
+    auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bwd->name());
+    g_.setInsertionPoint(nullptr);
+    if (!fused) return fused.status();
+    std::vector<std::pair<Value*, Value*>> take;
+    for (size_t i = 0; i < bwd->numOutputs(); ++i) take.push_back({bwd->output(i), (*fused)->output(i)});
+    HGP_TRY(replace(take, {bwd, reluBwd}));
+    ++ctx_.stats["fuse-batch-norm.bwd-relu"];
+    return Status::ok();
+  }
+
+  /// Moves every reader (and the name, and the context's parameter-gradient entry) of each old
+  /// value to its new one, then erases `dead` (readers first).
+  Status replace(const std::vector<std::pair<Value*, Value*>>& take, const std::vector<Node*>& dead) {
+    std::vector<std::pair<Value*, std::string>> names;
+    for (auto& [from, to] : take) {
+      g_.replaceAllUsesWith(from, to);
+      to->setRole(from->role());
+      names.push_back({to, from->name()});
+      // The passes after autodiff find the parameter gradients through the context.
+      for (auto& pg : ctx_.paramGrads)
+        if (pg.second == from) pg.second = to;
+    }
+    for (Node* n : dead) HGP_TRY(g_.eraseNode(n));
+    for (auto& [v, name] : names) HGP_TRY(g_.renameValue(v, name));
+    return Status::ok();
+  }
+
+  Graph& g_;
+  PassContext& ctx_;
+};
+
+} // namespace
+
+Status runFuseBatchNorm(Graph& g, PassContext& ctx) {
+  return Fuser(g, ctx).run();
+}
+
+} // namespace hgp

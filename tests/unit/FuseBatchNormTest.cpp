@@ -1,0 +1,392 @@
+// FuseBatchNormTest.cpp - the fuse-batch-norm pass (passes/FuseBatchNorm.cpp, docs/fusion.md):
+// which patterns it fuses and which it must leave alone, and that the fused ops on the CPU
+// backend compute exactly what the unfused chain computes, forward and backward, in f32, bf16
+// and f16 (the fused ops have no gradient rules; their backward is the fused BatchNormBwd, held
+// bit for bit to the unfused ReluBwd + BatchNormBwd).
+#include "compiler/driver/Compile.h"
+#include "compiler/ir/Printer.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "passes/Pass.h"
+#include "runtime/Backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+
+namespace hgp {
+namespace {
+
+using Params = std::vector<Value*>;
+using Builder = std::function<std::vector<Value*>(Graph&, const Params&)>;
+
+TensorType f32(Shape s) {
+  return {DType::F32, std::move(s)};
+}
+
+std::shared_ptr<TensorData> uniform(const TensorType& t, uint64_t seed, float lo = -1, float hi = 1) {
+  auto d = std::make_shared<TensorData>();
+  d->type = t;
+  d->bytes.resize(size_t(t.bytes()));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    float v = u(rng);
+    std::memcpy(d->bytes.data() + 4 * i, &v, 4);
+  }
+  return d;
+}
+
+Value* param(Graph& g, const std::string& name, TensorType t, uint64_t seed) {
+  auto v = g.addGraphValue(name, TensorRole::Param, t, uniform(t, seed));
+  EXPECT_TRUE(v.hasValue()) << v.status().toString();
+  return *v;
+}
+
+Value* op1(Graph& g, OpKind op, std::vector<Value*> in, AttrMap a = {}) {
+  auto n = g.addNode(op, std::move(in), std::move(a), opName(op));
+  EXPECT_TRUE(n.hasValue()) << n.status().toString();
+  return (*n)->output(0);
+}
+
+AttrMap eps() {
+  AttrMap a;
+  a.setFloat("epsilon", 1e-5);
+  return a;
+}
+
+Value* bnTrain(Graph& g, Value* x, Value* scale, Value* bias) {
+  return op1(g, OpKind::BatchNormTrain, {x, scale, bias}, eps());
+}
+
+/// A graph over params x[N,C,H,W], scale[C], bias[C] and s[N,C,H,W] (the residual), built by
+/// `body`, with loss = sum_k sum(out_k * r_k) and its backward pass (autodiff), in `precision`
+/// (the mixed-precision pass first for bf16/f16, results cast back to f32), and fused when
+/// `fuse`. Bindings: "loss", "out.k" and "grad.<param>".
+struct Prepared {
+  std::unique_ptr<Graph> g;
+  std::map<std::string, std::string> bindings;
+  PassContext ctx;
+};
+
+Prepared prepare(const Builder& body, DType precision, bool fuse, Shape x = {4, 3, 5, 6}) {
+  Prepared p;
+  p.g = std::make_unique<Graph>("fuse");
+  Graph& g = *p.g;
+  int64_t c = x[1];
+  Params ps = {param(g, "x", f32(x), 1), param(g, "scale", f32({c}), 2),
+               param(g, "bias", f32({c}), 3), param(g, "s", f32(x), 4)};
+  std::vector<Value*> outs = body(g, ps);
+  p.ctx.precision = precision;
+  if (precision != DType::F32) {
+    for (Value* v : outs) g.addOutput(v);
+    Status st = runPipeline(g, {"mixed-precision"}, p.ctx);
+    EXPECT_TRUE(st.isOk()) << st.toString();
+    outs.clear();
+    for (Value* v : g.outputs()) {
+      AttrMap a;
+      a.setString("to", "f32");
+      outs.push_back(v->dtype() == DType::F32 ? v : op1(g, OpKind::Cast, {v}, a));
+    }
+    g.mutableOutputs().clear();
+  }
+  std::vector<Value*> terms;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    auto r = g.addGraphValue("r" + std::to_string(k), TensorRole::Const, outs[k]->type(),
+                             uniform(outs[k]->type(), 10 + k));
+    Value* prod = op1(g, OpKind::Mul, {outs[k], *r});
+    AttrMap ra;
+    std::vector<int64_t> axes;
+    for (int64_t i = 0; i < prod->rank(); ++i) axes.push_back(i);
+    ra.setInts("axes", axes);
+    ra.setInt("keepdims", 0);
+    terms.push_back(op1(g, OpKind::ReduceSum, {prod}, ra));
+  }
+  Value* loss = terms.size() == 1 ? terms[0] : op1(g, OpKind::Sum, terms);
+  g.addOutput(loss);
+  p.bindings["loss"] = loss->name();
+  for (size_t k = 0; k < outs.size(); ++k) {
+    g.addOutput(outs[k]);
+    p.bindings["out." + std::to_string(k)] = outs[k]->name();
+  }
+  std::vector<std::string> passes = {"autodiff"};
+  if (fuse) passes.push_back("fuse-batch-norm");
+  Status st = runPipeline(g, passes, p.ctx);
+  EXPECT_TRUE(st.isOk()) << st.toString() << "\n" << printGraph(g);
+  for (auto& [v, grad] : p.ctx.paramGrads) {
+    g.addOutput(grad);
+    p.bindings["grad." + v->name()] = grad->name();
+  }
+  return p;
+}
+
+size_t count(const Graph& g, OpKind op) {
+  return size_t(std::count_if(g.nodes().begin(), g.nodes().end(),
+                              [&](const Node* n) { return n->op() == op; }));
+}
+
+const Node* find(const Graph& g, OpKind op) {
+  for (const Node* n : g.nodes())
+    if (n->op() == op) return n;
+  return nullptr;
+}
+
+// ---- The pass on small graphs --------------------------------------------------------------
+
+Builder bnRelu = [](Graph& g, const Params& p) {
+  return std::vector<Value*>{op1(g, OpKind::Relu, {bnTrain(g, p[0], p[1], p[2])})};
+};
+
+Builder bnAddRelu = [](Graph& g, const Params& p) {
+  Value* s = op1(g, OpKind::Relu, {p[3]}); // the residual is computed before the BatchNorm
+  Value* a = op1(g, OpKind::Add, {bnTrain(g, p[0], p[1], p[2]), s});
+  return std::vector<Value*>{op1(g, OpKind::Relu, {a})};
+};
+
+/// ResNet's downsampling block end: relu(BN(x) + BN(s)); the later BatchNorm takes the earlier
+/// one's result as its residual.
+Builder twoBnAddRelu = [](Graph& g, const Params& p) {
+  Value* y1 = bnTrain(g, p[0], p[1], p[2]);
+  Value* y2 = bnTrain(g, p[3], p[1], p[2]);
+  return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y1, y2})})};
+};
+
+/// Inference-mode BatchNorm (frozen statistics) + Relu, in a training graph.
+Builder frozenBnRelu = [](Graph& g, const Params& p) {
+  int64_t c = p[0]->shape()[1];
+  Value* mean = *g.addGraphValue("mean", TensorRole::State, f32({c}), uniform(f32({c}), 5));
+  Value* var = *g.addGraphValue("var", TensorRole::State, f32({c}), uniform(f32({c}), 6, 0.5, 2));
+  return std::vector<Value*>{
+      op1(g, OpKind::Relu, {op1(g, OpKind::BatchNorm, {p[0], p[1], p[2], mean, var}, eps())})};
+};
+
+TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
+  Prepared p = prepare(bnRelu, DType::F32, true);
+  const Graph& g = *p.g;
+  EXPECT_EQ(count(g, OpKind::Relu), 0u) << printGraph(g);
+  EXPECT_EQ(count(g, OpKind::ReluBwd), 0u) << printGraph(g);
+  const Node* bn = find(g, OpKind::BatchNormTrain);
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->attrs().getString("activation"), "relu");
+  EXPECT_EQ(bn->numInputs(), 3u);
+  const Node* bwd = find(g, OpKind::BatchNormBwd);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->attrs().getString("activation"), "relu");
+  ASSERT_EQ(bwd->numInputs(), 6u);
+  EXPECT_EQ(bwd->input(5), bn->output(0)) << "the mask source is the fused forward's output";
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.relu"], 1);
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-relu"], 1);
+  // The printed IR shows the attribute and parses back.
+  std::string text = printGraph(g);
+  EXPECT_NE(text.find("activation=\"relu\""), std::string::npos);
+  auto back = parseGraph(text);
+  ASSERT_TRUE(back.hasValue()) << back.status().toString();
+  EXPECT_EQ(printGraph(**back), text);
+}
+
+TEST(FuseBatchNorm, FusesTheResidualAddButKeepsItsGradient) {
+  Prepared p = prepare(bnAddRelu, DType::F32, true);
+  const Graph& g = *p.g;
+  const Node* bn = find(g, OpKind::BatchNormTrain);
+  ASSERT_NE(bn, nullptr);
+  ASSERT_EQ(bn->numInputs(), 4u) << printGraph(g);
+  EXPECT_EQ(bn->attrs().getString("activation"), "relu");
+  EXPECT_EQ(count(g, OpKind::Add), 0u) << printGraph(g);
+  EXPECT_EQ(count(g, OpKind::Relu), 1u) << "only the residual's own Relu stays";
+  // The block end's gradient also feeds the shortcut: ReluBwd stays, BatchNormBwd is plain.
+  const Node* bwd = find(g, OpKind::BatchNormBwd);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->numInputs(), 5u);
+  EXPECT_FALSE(bwd->attrs().has("activation"));
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.add-relu"], 1);
+}
+
+TEST(FuseBatchNorm, TheLaterBatchNormTakesTheEarlierOneAsResidual) {
+  Prepared p = prepare(twoBnAddRelu, DType::F32, true);
+  const Graph& g = *p.g;
+  EXPECT_EQ(count(g, OpKind::Add), 0u) << printGraph(g);
+  std::vector<const Node*> bns;
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::BatchNormTrain) bns.push_back(n);
+  ASSERT_EQ(bns.size(), 2u);
+  EXPECT_EQ(bns[0]->numInputs(), 3u);
+  EXPECT_FALSE(bns[0]->attrs().has("activation"));
+  ASSERT_EQ(bns[1]->numInputs(), 4u);
+  EXPECT_EQ(bns[1]->input(3), bns[0]->output(0));
+}
+
+TEST(FuseBatchNorm, FusesInferenceModeBatchNorm) {
+  Prepared p = prepare(frozenBnRelu, DType::F32, true);
+  const Node* bn = find(*p.g, OpKind::BatchNorm);
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->attrs().getString("activation"), "relu");
+  EXPECT_EQ(count(*p.g, OpKind::Relu), 0u);
+  const Node* bwd = find(*p.g, OpKind::BatchNormBwd);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->attrs().getString("activation"), "relu");
+  EXPECT_EQ(bwd->attrs().getInt("batch_stats", 1), 0);
+}
+
+TEST(FuseBatchNorm, LeavesAnIntermediateWithAnotherReader) {
+  // Y is also an output: it must stay, so the Relu is not folded in.
+  Prepared p = prepare(
+      [](Graph& g, const Params& ps) {
+        Value* y = bnTrain(g, ps[0], ps[1], ps[2]);
+        return std::vector<Value*>{op1(g, OpKind::Relu, {y}), y};
+      },
+      DType::F32, true);
+  EXPECT_EQ(count(*p.g, OpKind::Relu), 1u);
+  EXPECT_FALSE(find(*p.g, OpKind::BatchNormTrain)->attrs().has("activation"));
+  // Its gradient is the sum of the Relu's and the output's: ReluBwd feeds a Sum, not the BN.
+  EXPECT_EQ(count(*p.g, OpKind::ReluBwd), 1u);
+  EXPECT_FALSE(find(*p.g, OpKind::BatchNormBwd)->attrs().has("activation"));
+
+  // The Add's result read twice: no residual fusion.
+  Prepared q = prepare(
+      [](Graph& g, const Params& ps) {
+        Value* a = op1(g, OpKind::Add, {bnTrain(g, ps[0], ps[1], ps[2]), ps[3]});
+        return std::vector<Value*>{op1(g, OpKind::Relu, {a}), a};
+      },
+      DType::F32, true);
+  EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
+  EXPECT_EQ(find(*q.g, OpKind::BatchNormTrain)->numInputs(), 3u);
+}
+
+TEST(FuseBatchNorm, LeavesAReluThatIsNotDirectlyAfterTheBatchNorm) {
+  Prepared p = prepare(
+      [](Graph& g, const Params& ps) {
+        AttrMap a;
+        a.setFloat("alpha", 2.0);
+        Value* y = op1(g, OpKind::Scale, {bnTrain(g, ps[0], ps[1], ps[2])}, a);
+        return std::vector<Value*>{op1(g, OpKind::Relu, {y})};
+      },
+      DType::F32, true);
+  EXPECT_EQ(count(*p.g, OpKind::Relu), 1u);
+  EXPECT_EQ(count(*p.g, OpKind::ReluBwd), 1u);
+  EXPECT_FALSE(find(*p.g, OpKind::BatchNormTrain)->attrs().has("activation"));
+  EXPECT_FALSE(find(*p.g, OpKind::BatchNormBwd)->attrs().has("activation"));
+}
+
+TEST(FuseBatchNorm, LeavesAResidualComputedAfterTheBatchNormOrOfAnotherShape) {
+  // The residual is computed after the BatchNorm (and is not a BatchNorm result itself).
+  Prepared p = prepare(
+      [](Graph& g, const Params& ps) {
+        Value* y = bnTrain(g, ps[0], ps[1], ps[2]);
+        Value* s = op1(g, OpKind::Relu, {ps[3]});
+        return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y, s})})};
+      },
+      DType::F32, true);
+  EXPECT_EQ(count(*p.g, OpKind::Add), 1u) << printGraph(*p.g);
+  EXPECT_EQ(find(*p.g, OpKind::BatchNormTrain)->numInputs(), 3u);
+  // A broadcast residual ([C,1,1]) is not fused.
+  Prepared q = prepare(
+      [](Graph& g, const Params& ps) {
+        Value* s = *g.addGraphValue("b", TensorRole::Param, f32({3, 1, 1}), uniform(f32({3, 1, 1}), 8));
+        Value* a = op1(g, OpKind::Add, {bnTrain(g, ps[0], ps[1], ps[2]), s});
+        return std::vector<Value*>{op1(g, OpKind::Relu, {a})};
+      },
+      DType::F32, true);
+  EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
+}
+
+TEST(FuseBatchNorm, NoFuseLeavesEveryFusionPassOut) {
+  const std::vector<std::string> full = trainPipeline(), eval = evalPipeline();
+  std::vector<std::string> train = withoutFusion(full);
+  EXPECT_NE(std::find(full.begin(), full.end(), "fuse-batch-norm"), full.end());
+  EXPECT_NE(std::find(eval.begin(), eval.end(), "fuse-batch-norm"), eval.end());
+  for (const std::string& pass : train) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
+  for (const std::string& pass : withoutFusion(eval)) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
+  EXPECT_EQ(train.size() + 1, full.size());
+  // The pass must follow autodiff: the fused ops have no gradient rules.
+  auto at = [&](const char* name) { return std::find(full.begin(), full.end(), name) - full.begin(); };
+  EXPECT_LT(at("autodiff"), at("fuse-batch-norm"));
+}
+
+TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
+  Graph g("bad");
+  Value* x = param(g, "x", f32({2, 3, 4}), 1);
+  Value* c = param(g, "c", f32({3}), 2);
+  Value* other = param(g, "o", f32({2, 3, 5}), 3);
+  AttrMap relu = eps();
+  relu.setString("activation", "relu");
+  AttrMap tanh = eps();
+  tanh.setString("activation", "tanh");
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormTrain, {x, c, c}, tanh, "bad-act").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormTrain, {x, c, c, x}, eps(), "residual-without-relu").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormTrain, {x, c, c, other}, relu, "bad-residual").hasValue());
+  EXPECT_TRUE(g.addNode(OpKind::BatchNormTrain, {x, c, c, x}, relu, "ok").hasValue());
+  AttrMap bwd = relu;
+  bwd.setInt("batch_stats", 1);
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, bwd, "no-mask").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, other}, bwd, "bad-mask").hasValue());
+  EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, bwd, "ok-bwd").hasValue());
+}
+
+// ---- Fused against unfused on the CPU backend ----------------------------------------------
+
+/// Runs the plan of `p` on the CPU backend (parameters as initialized) and returns every bound
+/// tensor's bytes.
+std::map<std::string, std::vector<uint8_t>> runOnCpu(const Prepared& p) {
+  EmitOptions eo;
+  eo.modelName = "fuse";
+  auto e = emitPlan({ProgramSource{"step", p.g.get(), p.bindings}}, eo);
+  EXPECT_TRUE(e.hasValue()) << e.status().toString();
+  if (!e.hasValue()) return {};
+  auto b = createCpuBackend();
+  Status st = b->load(e->plan, InitData{e->data, {}});
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  st = b->run("step");
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& [name, idx] : e->plan.bindings) {
+    std::vector<uint8_t>& bytes = out[name];
+    bytes.resize(size_t(e->plan.tensors[size_t(idx)].bytes()));
+    EXPECT_TRUE(b->read(idx, bytes.data()).isOk());
+  }
+  return out;
+}
+
+void expectFusedMatchesUnfused(const std::string& what, const Builder& body, Shape x = {4, 3, 5, 6}) {
+  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(what + " " + dtypeName(precision));
+    Prepared fused = prepare(body, precision, true, x), plain = prepare(body, precision, false, x);
+    int64_t fusions = 0;
+    for (const auto& [k, v] : fused.ctx.stats)
+      if (k.rfind("fuse-batch-norm.", 0) == 0) fusions += v;
+    EXPECT_GT(fusions, 0) << printGraph(*fused.g);
+    if (precision != DType::F32) {
+      bool half = false;
+      for (const Node* n : fused.g->nodes())
+        if (n->op() == OpKind::BatchNormTrain || n->op() == OpKind::BatchNorm)
+          half |= n->input(0)->dtype() == precision;
+      EXPECT_TRUE(half) << "the BatchNorm must run in " << dtypeName(precision);
+    }
+    auto a = runOnCpu(fused), b = runOnCpu(plain);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_GE(a.size(), 5u); // loss, out.0, grad.x, grad.scale, grad.bias (+ grad.s)
+    for (const auto& [name, want] : b) {
+      ASSERT_TRUE(a.count(name)) << name;
+      EXPECT_TRUE(a[name] == want) << name << " differs between the fused and the unfused plan";
+    }
+  }
+}
+
+TEST(FuseBatchNorm, CpuFusedBatchNormReluIsBitIdenticalToUnfused) {
+  expectFusedMatchesUnfused("bn-relu", bnRelu);
+  expectFusedMatchesUnfused("bn-relu-3d", bnRelu, {2, 4, 3, 2, 5});
+}
+
+TEST(FuseBatchNorm, CpuFusedResidualIsBitIdenticalToUnfused) {
+  expectFusedMatchesUnfused("bn-add-relu", bnAddRelu);
+  expectFusedMatchesUnfused("bn-bn-add-relu", twoBnAddRelu, {3, 8, 7, 7});
+}
+
+TEST(FuseBatchNorm, CpuFusedInferenceModeIsBitIdenticalToUnfused) {
+  expectFusedMatchesUnfused("frozen-bn-relu", frozenBnRelu);
+}
+
+} // namespace
+} // namespace hgp
