@@ -2,16 +2,32 @@
 // (NormOps.cpp on the CPU).
 //
 // BatchNormTrain makes three passes: per-channel partial sums over chunks of each channel
-// (channelPartialsKernel: sum(x - K) and sum((x - K)^2) in double, shifted by the channel's first
-// element K so that a large mean does not cancel the variance away), a per-channel finalize that
-// adds the parts in a fixed order and writes the mean, the biased variance and the affine
-// coefficients, and an apply pass y = x * alpha[c] + beta[c] rounded exactly as the CPU rounds it.
-// BatchNormBwd is the same shape: sums of dy and dy * (x - mean), a finalize that writes dscale,
-// dbias and the coefficients of dx, and an apply pass in double. Both are deterministic for a
-// given device. Scratch (partials, coefficients) is
-// the step's own (stepScratch). Mixed precision: X, Y, dY and dX may be bf16 or f16 (read as
-// float, rounded once on store); scale, bias and every statistic stay f32, as in cuDNN's and
-// PyTorch's mixed-precision BatchNorm.
+// (bnPartialsKernel: sum(x - K) and sum((x - K)^2), shifted by the channel's first element K so
+// that a large mean does not cancel the variance away), a per-channel finalize that adds the
+// parts in a fixed order in double and writes the mean, the biased variance and the affine
+// coefficients, and an apply pass y = x * alpha[c] + beta[c] rounded exactly as the CPU rounds
+// it. BatchNormBwd is the same shape: sums of dy and dy * (x - mean), a finalize that writes
+// dscale, dbias and the coefficients of dx, and an apply pass. Scratch (partials, coefficients)
+// is the step's own (stepScratch). Mixed precision: X, Y, dY, dX, the residual and Z may be bf16
+// or f16 (read as float, rounded once on store); scale, bias and every statistic stay f32, as in
+// cuDNN's and PyTorch's mixed-precision BatchNorm.
+//
+// Fused forms (fuse-batch-norm, docs/fusion.md): activation="relu" applies relu in the apply
+// pass; a residual S is added to the BN result rounded to Y's type first (as the unfused
+// BatchNormTrain stored it, then Add added it), then relu; BatchNormBwd with activation="relu"
+// reads dY through the mask Z > 0 in both passes (ReluBwd on the fly).
+//
+// Throughput. These kernels are memory-bound: on an H200 one SM must consume about 18 bytes per
+// cycle (9 bf16 elements) to keep up with HBM, which leaves a handful of instructions per element.
+// So: every pass moves 16 bytes per load and store where the plane size allows it (4 f32 or 8
+// 16-bit elements; 8 bytes for 16-bit planes that are a multiple of 4 only, as 14x14; one element
+// for odd planes, as 7x7); element indices are split into (image, channel, position) with a multiply-
+// high division by the fixed plane size and channel count (FastDiv), never a 64-bit division;
+// each thread accumulates its sums in float over at most kFlush vectors (32 f32 or 64 16-bit
+// values, a bounded rounding error next to the double reference) and adds that run into double
+// accumulators, which the block combines in a fixed tree, and the finalize in part order; the
+// apply passes compute in float. Every sum has a fixed order for a given device (the launch shape
+// depends only on the shape and the SM count), so results are bit-identical run to run.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 #include <type_traits>
@@ -39,74 +55,248 @@ ChannelShape channelShapeOf(const Shape& s) {
   return c;
 }
 
-/// Elementwise pass over an [N, C, inner] tensor: f.one(c, i) per element, or f.four(c, i) per
-/// aligned group of four (inner % 4 == 0, so a group never straddles channels).
-template <typename F> __global__ void channelMapKernel(ChannelShape s, bool vec, F f) {
-  int64_t total = s.outer * s.channels * s.inner;
-  if (vec) {
-    int64_t inner4 = s.inner / 4;
-    HGP_GRID_LOOP(q, total / 4) f.four((q / inner4) % s.channels, q * 4);
-  } else {
-    HGP_GRID_LOOP(i, total) f.one((i / s.inner) % s.channels, i);
+/// Reads activation= ("none" or "relu").
+Status reluOf(const CudaArgs& a, bool& relu) {
+  std::string act = a.attrs().getString("activation", "none");
+  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
+  relu = act == "relu";
+  return Status::ok();
+}
+
+/// Unsigned division of n < 2^31 by a fixed divisor d < 2^31 with a multiply-high (Granlund and
+/// Montgomery's round-up method): t = umulhi(n, m), q = (t + ((n - t) >> 1)) >> (l - 1), with
+/// l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1.
+struct FastDiv {
+  uint32_t d = 1, m = 0, l = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((uint64_t(1) << l) < d) ++l;
+    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    if (l == 0) return n;
+    uint32_t t = __umulhi(n, m);
+    return (t + ((n - t) >> 1)) >> (l - 1);
+  }
+};
+
+/// Elements of one 16-byte access: 4 f32 or 8 bf16/f16.
+template <typename T> constexpr int kVec = int(16 / sizeof(T));
+
+/// The raw type of an N * sizeof(T)-byte access (16 or 8 bytes).
+template <int Bytes> struct RawOf;
+template <> struct RawOf<16> { using type = uint4; };
+template <> struct RawOf<8> { using type = uint2; };
+
+/// N elements of T loaded or stored as one access.
+template <typename T, int N> struct PackN {
+  union {
+    typename RawOf<int(N * sizeof(T))>::type raw;
+    T e[N];
+  };
+  __device__ PackN() {}
+};
+
+template <int N, typename T> __device__ __forceinline__ void loadVec(const T* p, float (&v)[N]) {
+  PackN<T, N> pk;
+  pk.raw = *reinterpret_cast<const decltype(pk.raw)*>(p);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = toFloat(pk.e[k]);
+}
+
+template <int N, typename T> __device__ __forceinline__ void storeVec(T* p, const float (&v)[N]) {
+  PackN<T, N> pk;
+#pragma unroll
+  for (int k = 0; k < N; ++k) pk.e[k] = fromFloat<T>(v[k]);
+  *reinterpret_cast<decltype(pk.raw)*>(p) = pk.raw;
+}
+
+/// Whether every (possibly null) pointer is aligned to `bytes`.
+bool alignedTo(size_t bytes, std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) % bytes) return false;
+  return true;
+}
+
+/// The widest access a pass over planes of `inner` elements of T can use: 16 bytes when the
+/// plane size is a multiple of 16 bytes' worth of elements, else 8 bytes for 16-bit data when it
+/// is a multiple of 4 (ResNet's 14x14 planes in bf16), else one element; the data must be
+/// aligned to the access.
+template <typename T> int vectorWidth(int64_t inner, std::initializer_list<const void*> ps) {
+  if (inner % kVec<T> == 0 && alignedTo(16, ps)) return kVec<T>;
+  if (sizeof(T) == 2 && inner % 4 == 0 && alignedTo(8, ps)) return 4;
+  return 1;
+}
+
+/// Relu as the Relu op computes it (NaN passes through).
+__device__ __forceinline__ float reluOf(float v) {
+  return v > 0.f ? v : (isnan(v) ? v : 0.f);
+}
+
+// ---- Passes over [N, C, inner] -------------------------------------------------------------
+
+/// Whether 32-bit element indices and the fast kernels apply (fewer than 2^31 elements).
+bool fitsIn32(const ChannelShape& s) {
+  return s.outer * s.channels * s.inner < (int64_t(1) << 31);
+}
+
+/// Elementwise pass: f.one(c, i) per element (V = 1), or f.vec<V>(c, i) per aligned vector of
+/// V elements (inner % V == 0, so a vector never straddles channels). i / inner and then
+/// % channels come from FastDiv.
+template <int V, typename F>
+__global__ void channelMapKernel(uint32_t n, FastDiv inner, FastDiv channels, F f) {
+  HGP_GRID_LOOP(q, n) {
+    uint32_t e = uint32_t(q) * V, plane = inner.div(e);
+    uint32_t c = plane - channels.div(plane) * channels.d;
+    if constexpr (V == 1) f.one(c, int64_t(e));
+    else f.template vec<V>(c, int64_t(e));
   }
 }
 
-template <typename F>
-Status launchChannelMap(CudaArgs& a, const ChannelShape& s, bool vec, const F& f) {
-  int64_t total = s.outer * s.channels * s.inner;
-  channelMapKernel<<<blocksFor(a, vec ? total / 4 : total), kBlock, 0, a.stream>>>(s, vec, f);
+template <int V, typename F> Status launchChannelMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
+  uint32_t n = uint32_t(s.outer * s.channels * s.inner) / V;
+  channelMapKernel<V><<<blocksFor(a, n), kBlock, 0, a.stream>>>(
+      n, FastDiv(uint32_t(s.inner)), FastDiv(uint32_t(s.channels)), f);
   return checkLaunch(a, "channelMapKernel");
+}
+
+/// The pass with vectors of `width` elements (vectorWidth).
+template <typename T, typename F>
+Status launchChannelMap(CudaArgs& a, const ChannelShape& s, int width, const F& f) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (width == kVec<T>) return launchChannelMapAs<kVec<T>>(a, s, f);
+  if (width == 4) return launchChannelMapAs<4>(a, s, f);
+  return launchChannelMapAs<1>(a, s, f);
+}
+
+/// Vectors a thread sums in float before it adds the run into its double accumulators.
+constexpr int kFlush = 8;
+
+struct BnSplit {
+  int parts = 1;
+  uint32_t chunk = 0; ///< Elements per part (a multiple of the vector width).
+  int width = 1;      ///< Elements per access (vectorWidth).
+  FastDiv inner;
+};
+
+/// About two waves of 256-thread blocks in all (16 per SM), at least 4096 elements a part.
+BnSplit planBnSplit(const CudaArgs& a, const ChannelShape& s, int width) {
+  BnSplit sp;
+  sp.width = width;
+  const int64_t V = width;
+  int64_t count = s.count();
+  int64_t target = int64_t(smCount(a)) * 16;
+  int64_t parts = (target + s.channels - 1) / s.channels;
+  int64_t maxParts = (count + 4095) / 4096;
+  parts = parts < 1 ? 1 : parts > maxParts ? maxParts : parts;
+  if (parts < 1) parts = 1;
+  int64_t chunk = (count + parts - 1) / parts;
+  chunk = (chunk + V - 1) / V * V;
+  sp.parts = int((count + chunk - 1) / chunk);
+  sp.chunk = uint32_t(chunk);
+  sp.inner = FastDiv(uint32_t(s.inner));
+  return sp;
+}
+
+/// Block (p, c) sums chunk p of channel c (its elements in channel order, image by image) into
+/// two doubles: partials[(c * parts + p) * 2 + k]. F::Channel ch = f.channel(c) adds one element
+/// with ch.one(acc, offset) and a vector with ch.vec(acc, offset) into float accumulators.
+template <int V, typename F>
+__global__ void bnPartialsKernel(ChannelShape s, BnSplit sp, F f, double* partials) {
+  __shared__ double scratch[32];
+  int64_t c = blockIdx.y;
+  int p = int(blockIdx.x);
+  auto ch = f.channel(c);
+  double acc[2] = {0.0, 0.0};
+  uint32_t count = uint32_t(s.count());
+  uint32_t begin = uint32_t(p) * sp.chunk;
+  uint32_t end = uint32_t(min(int64_t(count), int64_t(p + 1) * sp.chunk));
+  int64_t planeStride = s.channels * s.inner, base = c * s.inner;
+  uint32_t inner = uint32_t(s.inner), step = V * blockDim.x;
+  for (uint32_t e0 = begin + V * threadIdx.x; e0 < end; e0 += kFlush * step) {
+    float run[2] = {0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < kFlush; ++k) {
+      uint32_t e = e0 + k * step;
+      if (e >= end) break;
+      uint32_t i = sp.inner.div(e), j = e - i * inner;
+      int64_t off = base + int64_t(i) * planeStride + j;
+      if constexpr (V == 1) ch.one(run, off);
+      else ch.template vec<V>(run, off);
+    }
+    acc[0] += double(run[0]);
+    acc[1] += double(run[1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    double v = blockSum(acc[k], scratch);
+    if (threadIdx.x == 0) partials[(c * sp.parts + p) * 2 + k] = v;
+  }
+}
+
+template <typename T, typename F>
+Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const BnSplit& sp, const F& f,
+                        double* partials) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (s.channels > 65535) return a.fail("more than 65535 channels");
+  dim3 grid(unsigned(sp.parts), unsigned(s.channels));
+  if (sp.width == kVec<T>) bnPartialsKernel<kVec<T>><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  else if (sp.width == 4) bnPartialsKernel<4><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  else bnPartialsKernel<1><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  return checkLaunch(a, "bnPartialsKernel");
 }
 
 // ---- Forward -------------------------------------------------------------------------------
 
-/// y = x * alpha[c] + beta[c], two roundings (no FMA), as the CPU computes it.
+/// y = x * alpha[c] + beta[c], two roundings (no FMA), as the CPU computes it; then the fused
+/// epilogue: + residual (after rounding to T, as the unfused Y was stored), relu.
 template <typename T> struct AffineApply {
   const T* x;
   const float *alpha, *beta;
+  const T* residual; ///< Null unless fused with a residual Add.
+  bool relu;
   T* y;
-  __device__ void one(int64_t c, int64_t i) const {
-    y[i] = fromFloat<T>(__fadd_rn(__fmul_rn(toFloat(x[i]), alpha[c]), beta[c]));
+  __device__ __forceinline__ float at(float v, float al, float be, float r) const {
+    float b = __fadd_rn(__fmul_rn(v, al), be);
+    if (residual) b = __fadd_rn(toFloat(fromFloat<T>(b)), r);
+    return relu ? reluOf(b) : b;
   }
-  __device__ void four(int64_t c, int64_t i) const {
-    if constexpr (!std::is_same_v<T, float>) {
-      for (int k = 0; k < 4; ++k) one(c, i + k);
-      return;
-    } else {
-    float al = alpha[c], be = beta[c];
-    float4 v = *reinterpret_cast<const float4*>(x + i);
-    *reinterpret_cast<float4*>(y + i) =
-        make_float4(__fadd_rn(__fmul_rn(v.x, al), be), __fadd_rn(__fmul_rn(v.y, al), be),
-                    __fadd_rn(__fmul_rn(v.z, al), be), __fadd_rn(__fmul_rn(v.w, al), be));
-    }
+  __device__ void one(int64_t c, int64_t i) const {
+    y[i] = fromFloat<T>(at(toFloat(x[i]), alpha[c], beta[c], residual ? toFloat(residual[i]) : 0.f));
+  }
+  template <int N> __device__ void vec(int64_t c, int64_t i) const {
+    float al = alpha[c], be = beta[c], v[N], r[N];
+    loadVec<N>(x + i, v);
+    if (residual) loadVec<N>(residual + i, r);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = at(v[k], al, be, residual ? r[k] : 0.f);
+    storeVec<N>(y + i, v);
   }
 };
 
-/// Shifted sums: acc[0] += x - K, acc[1] += (x - K)^2, K = the channel's first element.
+/// Shifted sums: run[0] += x - K, run[1] += (x - K)^2, K = the channel's first element.
 template <typename T> struct StatsSums {
   const T* x;
   int64_t inner;
   struct Channel {
     const T* x;
-    double k;
-    __device__ void one(double (&acc)[2], int64_t off) const {
-      double d = double(toFloat(x[off])) - k;
-      acc[0] += d;
-      acc[1] += d * d;
+    float k;
+    __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
+      float d = toFloat(x[off]) - k;
+      run[0] += d;
+      run[1] += d * d;
     }
-    __device__ void four(double (&acc)[2], int64_t off) const {
-      if constexpr (!std::is_same_v<T, float>) {
-        for (int q = 0; q < 4; ++q) one(acc, off + q);
-        return;
-      } else {
-      float4 v = *reinterpret_cast<const float4*>(x + off);
-      double d0 = double(v.x) - k, d1 = double(v.y) - k, d2 = double(v.z) - k, d3 = double(v.w) - k;
-      acc[0] += (d0 + d1) + (d2 + d3);
-      acc[1] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+    template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
+      float v[N];
+      loadVec<N>(x + off, v);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        float d = v[q] - k;
+        run[0] += d;
+        run[1] += d * d;
       }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {x, double(toFloat(x[c * inner]))}; }
+  __device__ Channel channel(int64_t c) const { return {x, toFloat(x[c * inner])}; }
 };
 
 template <typename T>
@@ -141,37 +331,42 @@ __global__ void inferenceCoefficientsKernel(int64_t channels, const float* scale
 
 // ---- Backward ------------------------------------------------------------------------------
 
-/// acc[0] += dy, acc[1] += dy * (x - mean[c]).
+/// dY as the BatchNorm sees it: through the fused Relu's mask (Z > 0) when z is set.
+template <typename T> __device__ __forceinline__ float maskedGrad(float g, const T* z, int64_t i) {
+  return z && !(toFloat(z[i]) > 0.f) ? 0.f : g;
+}
+
+/// run[0] += dy, run[1] += dy * (x - mean[c]), dy masked by Z > 0 when fused with ReluBwd.
 template <typename T> struct BwdSums {
-  const T *dy, *x;
+  const T *dy, *x, *z;
   const float* mean;
   struct Channel {
-    const T *dy, *x;
-    double mu;
-    __device__ void one(double (&acc)[2], int64_t off) const {
-      double g = toFloat(dy[off]);
-      acc[0] += g;
-      acc[1] += g * (double(toFloat(x[off])) - mu);
+    const T *dy, *x, *z;
+    float mu;
+    __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
+      float g = maskedGrad(toFloat(dy[off]), z, off);
+      run[0] += g;
+      run[1] += g * (toFloat(x[off]) - mu);
     }
-    __device__ void four(double (&acc)[2], int64_t off) const {
-      if constexpr (!std::is_same_v<T, float>) {
-        for (int q = 0; q < 4; ++q) one(acc, off + q);
-        return;
-      } else {
-      float4 g = *reinterpret_cast<const float4*>(dy + off);
-      float4 v = *reinterpret_cast<const float4*>(x + off);
-      acc[0] += (double(g.x) + double(g.y)) + (double(g.z) + double(g.w));
-      acc[1] += (double(g.x) * (double(v.x) - mu) + double(g.y) * (double(v.y) - mu)) +
-                (double(g.z) * (double(v.z) - mu) + double(g.w) * (double(v.w) - mu));
+    template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
+      float g[N], v[N], m[N];
+      loadVec<N>(dy + off, g);
+      loadVec<N>(x + off, v);
+      if (z) loadVec<N>(z + off, m);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        float gq = z && !(m[q] > 0.f) ? 0.f : g[q];
+        run[0] += gq;
+        run[1] += gq * (v[q] - mu);
       }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {dy, x, double(mean[c])}; }
+  __device__ Channel channel(int64_t c) const { return {dy, x, z, mean[c]}; }
 };
 
 /// Per channel: k = scale * invstd, the mean of dy, k * invstd * mean(dy * (x - mu)), mu.
 struct BwdCoefficients {
-  double k, meanDy, slope, mu;
+  float k, meanDy, slope, mu;
 };
 
 __global__ void bwdFinalizeKernel(ChannelShape s, int parts, const double* partials,
@@ -186,36 +381,35 @@ __global__ void bwdFinalizeKernel(ChannelShape s, int parts, const double* parti
     dbias[c] = float(sum[0]);
     dscale[c] = float(sumDyXhat);
     double k = double(scale[c]) * invstd;
-    coef[c] = batchStats
-                  ? BwdCoefficients{k, sum[0] / m, k * invstd * sumDyXhat / m, double(mean[c])}
-                  : BwdCoefficients{k, 0.0, 0.0, 0.0};
+    coef[c] = batchStats ? BwdCoefficients{float(k), float(sum[0] / m),
+                                           float(k * invstd * sumDyXhat / m), mean[c]}
+                         : BwdCoefficients{float(k), 0.f, 0.f, 0.f};
   }
 }
 
-/// dx = k * (dy - mean(dy)) - slope * (x - mu), in double; the frozen form has only k * dy.
+/// dx = k * (dy - mean(dy)) - slope * (x - mu) in float; the frozen form has only k * dy. dy is
+/// masked by Z > 0 when fused with ReluBwd.
 template <typename T> struct BwdApply {
-  const T *dy, *x;
+  const T *dy, *x, *z;
   const BwdCoefficients* coef;
   T* dx;
   bool batchStats;
-  __device__ float at(const BwdCoefficients& q, float g, float v) const {
-    if (!batchStats) return float(double(g) * q.k);
-    return float(q.k * (double(g) - q.meanDy) - q.slope * (double(v) - q.mu));
+  __device__ __forceinline__ float at(const BwdCoefficients& q, float g, float v) const {
+    if (!batchStats) return g * q.k;
+    return q.k * (g - q.meanDy) - q.slope * (v - q.mu);
   }
   __device__ void one(int64_t c, int64_t i) const {
-    dx[i] = fromFloat<T>(at(coef[c], toFloat(dy[i]), toFloat(x[i])));
+    dx[i] = fromFloat<T>(at(coef[c], maskedGrad(toFloat(dy[i]), z, i), toFloat(x[i])));
   }
-  __device__ void four(int64_t c, int64_t i) const {
-    if constexpr (!std::is_same_v<T, float>) {
-      for (int k = 0; k < 4; ++k) one(c, i + k);
-      return;
-    } else {
+  template <int N> __device__ void vec(int64_t c, int64_t i) const {
     BwdCoefficients q = coef[c];
-    float4 g = *reinterpret_cast<const float4*>(dy + i);
-    float4 v = *reinterpret_cast<const float4*>(x + i);
-    *reinterpret_cast<float4*>(dx + i) =
-        make_float4(at(q, g.x, v.x), at(q, g.y, v.y), at(q, g.z, v.z), at(q, g.w, v.w));
-    }
+    float g[N], v[N], m[N];
+    loadVec<N>(dy + i, g);
+    loadVec<N>(x + i, v);
+    if (z) loadVec<N>(z + i, m);
+#pragma unroll
+    for (int k = 0; k < N; ++k) g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
+    storeVec<N>(dx + i, g);
   }
 };
 
@@ -308,6 +502,8 @@ namespace {
 template <typename T> Status batchNorm(CudaArgs& a) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
+  bool relu = false;
+  HGP_TRY(reluOf(a, relu));
   ChannelShape s = channelShapeOf(*a.in[0].shape);
   float* coef;
   HGP_TRY(stepScratch(a, size_t(2 * s.channels) * sizeof(float), coef));
@@ -316,9 +512,10 @@ template <typename T> Status batchNorm(CudaArgs& a) {
       s.channels, a.in[1].f32(), a.in[2].f32(), a.in[3].f32(), a.in[4].f32(), eps, coef,
       coef + s.channels);
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
-  bool vec = s.inner % 4 == 0 && aligned16({a.in[0].data, a.out[0].data});
-  return launchChannelMap(
-      a, s, vec, AffineApply<T>{a.in[0].as<T>(), coef, coef + s.channels, a.out[0].as<T>()});
+  int width = vectorWidth<T>(s.inner, {a.in[0].data, a.out[0].data});
+  return launchChannelMap<T>(a, s, width,
+                             AffineApply<T>{a.in[0].as<T>(), coef, coef + s.channels, nullptr,
+                                            relu, a.out[0].as<T>()});
 }
 
 template <typename T> Status batchNormTrain(CudaArgs& a) {
@@ -329,20 +526,31 @@ template <typename T> Status batchNormTrain(CudaArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "batch_mean"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "batch_var"));
+  bool relu = false;
+  HGP_TRY(reluOf(a, relu));
+  const T* residual = nullptr;
+  if (a.in.size() == 4) {
+    if (!relu) return a.fail("a residual input needs activation=relu");
+    HGP_TRY(checkDType(a, a.in[3], a.in[0].dtype, "residual"));
+    HGP_TRY(checkShape(a, a.in[3], *a.in[0].shape, "residual"));
+    if (a.in[3].data == a.out[0].data) return a.fail("the residual must not share Y's storage");
+    residual = a.in[3].as<T>();
+  }
   const T* x = a.in[0].as<T>();
-  ChannelSplit sp = planChannelSplit(a, s, aligned16({x}));
+  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {x}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(2 * s.channels) * sizeof(float) + 16, partials));
   float* alpha = reinterpret_cast<float*>(reinterpret_cast<char*>(partials) + partialBytes);
   float* beta = alpha + s.channels;
-  HGP_TRY(launchChannelPartials<2>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
+  HGP_TRY(launchBnPartials<T>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
   statsFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, x, a.in[1].f32(), a.in[2].f32(), a.attrs().getFloat("epsilon", 1e-5),
       a.out[1].f32(), a.out[2].f32(), alpha, beta);
   HGP_TRY(checkLaunch(a, "statsFinalizeKernel"));
-  bool vec = s.inner % 4 == 0 && aligned16({x, a.out[0].data});
-  return launchChannelMap(a, s, vec, AffineApply<T>{x, alpha, beta, a.out[0].as<T>()});
+  int width = vectorWidth<T>(s.inner, {x, a.out[0].data, residual});
+  return launchChannelMap<T>(a, s, width,
+                             AffineApply<T>{x, alpha, beta, residual, relu, a.out[0].as<T>()});
 }
 
 template <typename T> Status batchNormBwd(CudaArgs& a) {
@@ -355,20 +563,30 @@ template <typename T> Status batchNormBwd(CudaArgs& a) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "dscale"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "dbias"));
+  bool relu = false;
+  HGP_TRY(reluOf(a, relu));
+  if (relu != (a.in.size() == 6)) return a.fail("activation=relu and the mask source Z come together");
+  const T* z = nullptr;
+  if (relu) {
+    HGP_TRY(checkDType(a, a.in[5], a.in[1].dtype, "Z"));
+    HGP_TRY(checkShape(a, a.in[5], *a.in[1].shape, "Z"));
+    z = a.in[5].as<T>();
+  }
   const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
-  ChannelSplit sp = planChannelSplit(a, s, aligned16({dy, x}));
+  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {dy, x, z}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchChannelPartials<2>(a, s, sp, BwdSums<T>{dy, x, a.in[3].f32()}, partials));
+  HGP_TRY(launchBnPartials<T>(a, s, sp, BwdSums<T>{dy, x, z, a.in[3].f32()}, partials));
   bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
       a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
   HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
-  bool vec = s.inner % 4 == 0 && aligned16({dy, x, a.out[0].data});
-  return launchChannelMap(a, s, vec, BwdApply<T>{dy, x, coef, a.out[0].as<T>(), batchStats});
+  int width = vectorWidth<T>(s.inner, {dy, x, z, a.out[0].data});
+  return launchChannelMap<T>(a, s, width,
+                             BwdApply<T>{dy, x, z, coef, a.out[0].as<T>(), batchStats});
 }
 
 } // namespace
@@ -380,13 +598,13 @@ Status execBatchNorm(CudaArgs& a) {
 }
 
 Status execBatchNormTrain(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 3, 3, 3, 3));
+  HGP_TRY(checkArity(a, 3, 4, 3, 3));
   HGP_TRY(checkChannelOperands(a, 0, 1, 2));
   return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNormTrain<decltype(t)>(a); });
 }
 
 Status execBatchNormBwd(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 5, 5, 3, 3));
+  HGP_TRY(checkArity(a, 5, 6, 3, 3));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3));
   return dispatchFloat(a, a.in[1].dtype, [&](auto t) { return batchNormBwd<decltype(t)>(a); });
 }
