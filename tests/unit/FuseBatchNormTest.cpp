@@ -6,6 +6,7 @@
 #include "compiler/driver/Compile.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/schedule/BatchSlicing.h"
 #include "passes/Pass.h"
 #include "runtime/Backend.h"
 
@@ -159,8 +160,9 @@ Builder frozenBnRelu = [](Graph& g, const Params& p) {
   int64_t c = p[0]->shape()[1];
   Value* mean = *g.addGraphValue("mean", TensorRole::State, f32({c}), uniform(f32({c}), 5));
   Value* var = *g.addGraphValue("var", TensorRole::State, f32({c}), uniform(f32({c}), 6, 0.5, 2));
+  Value* x = op1(g, OpKind::Neg, {p[0]}); // a transient X, which batch slicing can slice
   return std::vector<Value*>{
-      op1(g, OpKind::Relu, {op1(g, OpKind::BatchNorm, {p[0], p[1], p[2], mean, var}, eps())})};
+      op1(g, OpKind::Relu, {op1(g, OpKind::BatchNorm, {x, p[1], p[2], mean, var}, eps())})};
 };
 
 TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
@@ -323,6 +325,32 @@ TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
   EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, bwd, "no-mask").hasValue());
   EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, other}, bwd, "bad-mask").hasValue());
   EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, bwd, "ok-bwd").hasValue());
+}
+
+/// Batch slicing treats the fused ops at least as conservatively as the plain ones: the training
+/// BatchNorm and its gradient stay whole-batch barriers, and an inference-mode BatchNorm + Relu
+/// slices X and Z alike, as a plain inference-mode BatchNorm slices X and Y.
+TEST(FuseBatchNorm, BatchSlicingKeepsFusedBatchNormWhole) {
+  for (const Builder* body : {&bnRelu, &bnAddRelu, &frozenBnRelu}) {
+    Prepared p = prepare(*body, DType::F32, true);
+    EmitOptions eo;
+    auto e = emitPlan({ProgramSource{"step", p.g.get(), p.bindings}}, eo);
+    ASSERT_TRUE(e.hasValue()) << e.status().toString();
+    int fused = 0;
+    for (const PlanStep& st : e->plan.programs[0].steps) {
+      if (st.attrs.getString("activation", "none") != "relu") continue;
+      ++fused;
+      auto b = batchOperands(e->plan, st, 4);
+      if (st.op == OpKind::BatchNorm) {
+        ASSERT_TRUE(b.has_value());
+        EXPECT_TRUE(b->in[0] && b->out[0]);
+        for (size_t i = 1; i < b->in.size(); ++i) EXPECT_FALSE(b->in[i]) << i;
+      } else {
+        EXPECT_FALSE(b.has_value()) << opName(st.op) << " must stay a barrier";
+      }
+    }
+    EXPECT_GT(fused, 0);
+  }
 }
 
 // ---- Fused against unfused on the CPU backend ----------------------------------------------
