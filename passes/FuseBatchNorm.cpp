@@ -13,24 +13,27 @@
 //               => Z = BatchNorm{activation="relu"}(X, ...)
 //   backward  G = ReluBwd(dZ, Z); (dX, ...) = BatchNormBwd(G, X, scale, mean, var)
 //               => (dX, ...) = BatchNormBwd{activation="relu"}(dZ, X, scale, mean, var, Z)
+//             and when G has other readers (a residual block's shortcut gradient):
+//               => (dX, ..., G) = BatchNormBwd{activation="relu"}(dZ, X, scale, mean, var, Z)
 //
-// Legality. The intermediate (Y, A, G) must have no other reader and must not be a graph output
-// or carried: it disappears. The fused op takes the BatchNorm's place in the order (forward) or
-// the BatchNormBwd's (backward), so every reader of the statistics and of Z still comes after
-// it; the residual S must therefore be defined before the BatchNorm. When both operands of the
+// Legality. The forward intermediates (Y, A) must have no other reader and must not be a graph
+// output or carried: they disappear. The fused op takes the BatchNorm's place in the order, so
+// every reader of the statistics and of Z still comes after it; the residual S must therefore
+// be defined before the BatchNorm. In the backward the fused op takes the ReluBwd's place (its
+// operands are all defined by then), so it also precedes every other reader of G. When both operands of the
 // Add are BatchNorm results (a ResNet block with a downsampling shortcut), the later BatchNorm
 // takes the earlier one's result as its residual; Add is commutative, so the values are the
 // same. The residual must have Y's exact type (no broadcast). Relu's gradient is defined on its
 // output (ReluBwd's mask is Z > 0), and the fused forward still produces Z, so the backward
 // needs nothing new.
 //
-// The residual case in the backward. There G = ReluBwd(dZ, Z) is read by BatchNormBwd and by the
-// shortcut's gradient, so G is needed in memory anyway; the pass leaves ReluBwd alone there.
-// Fusing it would mean reading dZ and Z in both BatchNormBwd passes instead of G once per pass:
-// per element (in units of one activation) unfused is ReluBwd 3 + BatchNormBwd 5 = 8, fused with
-// G written as a side result 3 + 1 + 3 = 7 at the cost of a third output and a second writer of
-// G in the schedule; the gain is small and left for later. Without the residual the fused
-// BatchNormBwd moves 7 units (dZ, Z, X twice; dX once) against 8 unfused, and one launch less.
+// The residual case in the backward. At a block end G = ReluBwd(dZ, Z) is read by the
+// BatchNormBwd and by the shortcut's gradient (a Sum, or the downsampling BatchNormBwd), so G is
+// needed in memory. The first BatchNormBwd that reads G as its dY absorbs the ReluBwd and writes
+// G as a fourth result in its sums pass (which reads dZ, Z and X anyway); its dX pass then reads
+// G and X. Per element, in units of one activation: unfused ReluBwd 3 + BatchNormBwd 5 = 8;
+// fused 4 (dZ, Z, X read, G written) + 3 (G, X read, dX written) = 7, and one launch less.
+// Without other readers the fused op writes no G and its dX pass reads dZ, Z and X: also 7.
 //
 // Rounding. The fused ops compute the unfused chain's values exactly (bit-identical on the CPU
 // in f32, bf16 and f16): relu is exact, so relu(round(v)) == round(relu(v)); with a residual the
@@ -138,12 +141,28 @@ private:
     return Status::ok();
   }
 
+  /// Whether `n` is a plain BatchNormBwd that reads `g` as its dY and nowhere else.
+  static bool readsAsDy(const Node* n, const Value* g) {
+    if (n->op() != OpKind::BatchNormBwd || n->numInputs() != 5 || !isUnfused(n)) return false;
+    if (n->input(0) != g) return false;
+    for (size_t i = 1; i < n->numInputs(); ++i)
+      if (n->input(i) == g) return false;
+    return true;
+  }
+
   Status fuseBackward(Node* reluBwd) {
     Value* g = reluBwd->output(0);
-    Node* bwd = soleUser(g_, g);
-    if (!bwd || bwd->op() != OpKind::BatchNormBwd || bwd->numInputs() != 5 || !isUnfused(bwd))
-      return Status::ok();
-    if (bwd->input(0) != g) return Status::ok();
+    if (g->users().empty() || escapes(g_, g)) return Status::ok();
+    // The first BatchNormBwd (in program order) that reads G as its dY absorbs the ReluBwd.
+    Node* bwd = nullptr;
+    for (const Node* n : g_.nodes())
+      if (std::find(g->users().begin(), g->users().end(), n) != g->users().end() &&
+          readsAsDy(n, g)) {
+        bwd = const_cast<Node*>(n);
+        break;
+      }
+    if (!bwd) return Status::ok();
+    bool shared = g->users().size() > 1; // others read G: the fused op writes it
     Value *dz = reluBwd->input(0), *z = reluBwd->input(1);
     if (z->type() != bwd->input(1)->type() || dz->type() != g->type()) return Status::ok();
     std::vector<Value*> inputs = bwd->inputs();
@@ -151,14 +170,17 @@ private:
     inputs.push_back(z);
     AttrMap attrs = bwd->attrs();
     attrs.setString("activation", "relu");
-    g_.setInsertionPoint(bwd);
-    auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bwd->name());
+    g_.setInsertionPoint(reluBwd);
+    auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bwd->name(), shared ? 4 : 3);
     g_.setInsertionPoint(nullptr);
     if (!fused) return fused.status();
     std::vector<std::pair<Value*, Value*>> take;
     for (size_t i = 0; i < bwd->numOutputs(); ++i) take.push_back({bwd->output(i), (*fused)->output(i)});
-    HGP_TRY(replace(take, {bwd, reluBwd}));
-    ++ctx_.stats["fuse-batch-norm.bwd-relu"];
+    // The BatchNormBwd goes first, so that G's remaining readers are the others.
+    HGP_TRY(replace(take, {bwd}));
+    if (shared) HGP_TRY(replace({{g, (*fused)->output(3)}}, {reluBwd}));
+    else HGP_TRY(g_.eraseNode(reluBwd));
+    ++ctx_.stats[shared ? "fuse-batch-norm.bwd-relu-shared" : "fuse-batch-norm.bwd-relu"];
     return Status::ok();
   }
 

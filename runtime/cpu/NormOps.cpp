@@ -154,7 +154,7 @@ Status execBatchNormTrain(KernelArgs& a) {
 }
 
 Status execBatchNormBwd(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 5, 6, 3, 3));
+  HGP_TRY(checkArity(a, 5, 6, 3, 4));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3));
   HGP_TRY(checkF32(a, a.in[0], "dY"));
   HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
@@ -177,6 +177,12 @@ Status execBatchNormBwd(KernelArgs& a) {
     z = a.in[5].f32();
   }
   auto dy = [&](int64_t e) -> float { return z && !(z[e] > 0.f) ? 0.f : dyIn[e]; };
+  float* gOut = nullptr; // the masked dY, for the Relu gradient's other readers
+  if (a.out.size() == 4) {
+    if (!z) return a.fail("the result G needs activation=relu");
+    HGP_TRY(checkShape(a, a.out[3], *a.in[1].shape, "G"));
+    gOut = a.out[3].f32();
+  }
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
   double eps = epsilonOf(a);
   parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
@@ -188,6 +194,7 @@ Status execBatchNormBwd(KernelArgs& a) {
           int64_t e = l.at(i, c) + j;
           sumDy += dy(e);
           sumDyXhat += double(dy(e)) * (double(x[e]) - mu) * invstd;
+          if (gOut) gOut[e] = dy(e);
         }
       dbias[c] = float(sumDy);
       dscale[c] = float(sumDyXhat);

@@ -15,7 +15,8 @@
 // Fused forms (fuse-batch-norm, docs/fusion.md): activation="relu" applies relu in the apply
 // pass; a residual S is added to the BN result rounded to Y's type first (as the unfused
 // BatchNormTrain stored it, then Add added it), then relu; BatchNormBwd with activation="relu"
-// reads dY through the mask Z > 0 in both passes (ReluBwd on the fly).
+// reads dY through the mask Z > 0 in both passes (ReluBwd on the fly), or, with a fourth result
+// G, writes the masked dY in its sums pass and reads it back in its dX pass.
 //
 // Throughput. These kernels are memory-bound: on an H200 one SM must consume about 18 bytes per
 // cycle (9 bf16 elements) to keep up with HBM, which leaves a handful of instructions per element.
@@ -336,15 +337,19 @@ template <typename T> __device__ __forceinline__ float maskedGrad(float g, const
   return z && !(toFloat(z[i]) > 0.f) ? 0.f : g;
 }
 
-/// run[0] += dy, run[1] += dy * (x - mean[c]), dy masked by Z > 0 when fused with ReluBwd.
+/// run[0] += dy, run[1] += dy * (x - mean[c]), dy masked by Z > 0 when fused with ReluBwd; the
+/// masked dy is also stored into gOut when set (exact: it is dy or zero).
 template <typename T> struct BwdSums {
   const T *dy, *x, *z;
+  T* gOut;
   const float* mean;
   struct Channel {
     const T *dy, *x, *z;
+    T* gOut;
     float mu;
     __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
       float g = maskedGrad(toFloat(dy[off]), z, off);
+      if (gOut) gOut[off] = fromFloat<T>(g);
       run[0] += g;
       run[1] += g * (toFloat(x[off]) - mu);
     }
@@ -354,14 +359,16 @@ template <typename T> struct BwdSums {
       loadVec<N>(x + off, v);
       if (z) loadVec<N>(z + off, m);
 #pragma unroll
+      for (int q = 0; q < N; ++q) g[q] = z && !(m[q] > 0.f) ? 0.f : g[q];
+      if (gOut) storeVec<N>(gOut + off, g);
+#pragma unroll
       for (int q = 0; q < N; ++q) {
-        float gq = z && !(m[q] > 0.f) ? 0.f : g[q];
-        run[0] += gq;
-        run[1] += gq * (v[q] - mu);
+        run[0] += g[q];
+        run[1] += g[q] * (v[q] - mu);
       }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {dy, x, z, mean[c]}; }
+  __device__ Channel channel(int64_t c) const { return {dy, x, z, gOut, mean[c]}; }
 };
 
 /// Per channel: k = scale * invstd, the mean of dy, k * invstd * mean(dy * (x - mu)), mu.
@@ -572,18 +579,32 @@ template <typename T> Status batchNormBwd(CudaArgs& a) {
     HGP_TRY(checkShape(a, a.in[5], *a.in[1].shape, "Z"));
     z = a.in[5].as<T>();
   }
+  // The masked dY as a result of its own (G): written by the sums pass, read by the dX pass.
+  T* gOut = nullptr;
+  if (a.out.size() == 4) {
+    if (!relu) return a.fail("the result G needs activation=relu");
+    HGP_TRY(checkDType(a, a.out[3], a.in[1].dtype, "G"));
+    HGP_TRY(checkShape(a, a.out[3], *a.in[1].shape, "G"));
+    for (const void* p : {a.in[0].data, a.in[1].data, a.in[5].data, a.out[0].data})
+      if (p == a.out[3].data) return a.fail("G must not share storage with another operand");
+    gOut = a.out[3].as<T>();
+  }
   const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
-  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {dy, x, z}));
+  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {dy, x, z, gOut}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchBnPartials<T>(a, s, sp, BwdSums<T>{dy, x, z, a.in[3].f32()}, partials));
+  HGP_TRY(launchBnPartials<T>(a, s, sp, BwdSums<T>{dy, x, z, gOut, a.in[3].f32()}, partials));
   bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
       a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
   HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
+  if (gOut) { // dX from G, which holds the masked dY
+    dy = gOut;
+    z = nullptr;
+  }
   int width = vectorWidth<T>(s.inner, {dy, x, z, a.out[0].data});
   return launchChannelMap<T>(a, s, width,
                              BwdApply<T>{dy, x, z, coef, a.out[0].as<T>(), batchStats});
@@ -604,7 +625,7 @@ Status execBatchNormTrain(CudaArgs& a) {
 }
 
 Status execBatchNormBwd(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 5, 6, 3, 3));
+  HGP_TRY(checkArity(a, 5, 6, 3, 4));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3));
   return dispatchFloat(a, a.in[1].dtype, [&](auto t) { return batchNormBwd<decltype(t)>(a); });
 }

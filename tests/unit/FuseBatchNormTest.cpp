@@ -189,7 +189,7 @@ TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
   EXPECT_EQ(printGraph(**back), text);
 }
 
-TEST(FuseBatchNorm, FusesTheResidualAddButKeepsItsGradient) {
+TEST(FuseBatchNorm, FusesTheResidualAddAndWritesTheSharedGradient) {
   Prepared p = prepare(bnAddRelu, DType::F32, true);
   const Graph& g = *p.g;
   const Node* bn = find(g, OpKind::BatchNormTrain);
@@ -198,12 +198,18 @@ TEST(FuseBatchNorm, FusesTheResidualAddButKeepsItsGradient) {
   EXPECT_EQ(bn->attrs().getString("activation"), "relu");
   EXPECT_EQ(count(g, OpKind::Add), 0u) << printGraph(g);
   EXPECT_EQ(count(g, OpKind::Relu), 1u) << "only the residual's own Relu stays";
-  // The block end's gradient also feeds the shortcut: ReluBwd stays, BatchNormBwd is plain.
+  // The block end's gradient G also feeds the shortcut: the fused BatchNormBwd writes it as a
+  // fourth result, which the shortcut's gradient (ReluBwd of the residual's own Relu) reads.
+  EXPECT_EQ(count(g, OpKind::ReluBwd), 1u) << "only the residual's own Relu's gradient stays";
   const Node* bwd = find(g, OpKind::BatchNormBwd);
   ASSERT_NE(bwd, nullptr);
-  EXPECT_EQ(bwd->numInputs(), 5u);
-  EXPECT_FALSE(bwd->attrs().has("activation"));
+  EXPECT_EQ(bwd->numInputs(), 6u);
+  ASSERT_EQ(bwd->numOutputs(), 4u) << printGraph(g);
+  EXPECT_EQ(bwd->attrs().getString("activation"), "relu");
+  const Node* shortcut = find(g, OpKind::ReluBwd);
+  EXPECT_EQ(shortcut->input(0), bwd->output(3));
   EXPECT_EQ(p.ctx.stats["fuse-batch-norm.add-relu"], 1);
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-relu-shared"], 1);
 }
 
 TEST(FuseBatchNorm, TheLaterBatchNormTakesTheEarlierOneAsResidual) {
@@ -218,6 +224,15 @@ TEST(FuseBatchNorm, TheLaterBatchNormTakesTheEarlierOneAsResidual) {
   EXPECT_FALSE(bns[0]->attrs().has("activation"));
   ASSERT_EQ(bns[1]->numInputs(), 4u);
   EXPECT_EQ(bns[1]->input(3), bns[0]->output(0));
+  // G feeds both BatchNormBwds: the first absorbs the ReluBwd and writes G for the second.
+  EXPECT_EQ(count(g, OpKind::ReluBwd), 0u) << printGraph(g);
+  std::vector<const Node*> bwds;
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::BatchNormBwd) bwds.push_back(n);
+  ASSERT_EQ(bwds.size(), 2u);
+  ASSERT_EQ(bwds[0]->numOutputs(), 4u);
+  EXPECT_EQ(bwds[1]->input(0), bwds[0]->output(3));
+  EXPECT_FALSE(bwds[1]->attrs().has("activation"));
 }
 
 TEST(FuseBatchNorm, FusesInferenceModeBatchNorm) {
@@ -325,6 +340,10 @@ TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
   EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, bwd, "no-mask").hasValue());
   EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, other}, bwd, "bad-mask").hasValue());
   EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, bwd, "ok-bwd").hasValue());
+  EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, bwd, "ok-bwd-g", 4).hasValue());
+  AttrMap plainBwd = eps();
+  plainBwd.setInt("batch_stats", 1);
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, plainBwd, "g-without-relu", 4).hasValue());
 }
 
 /// Batch slicing treats the fused ops at least as conservatively as the plain ones: the training

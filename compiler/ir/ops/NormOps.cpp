@@ -71,6 +71,10 @@ Status inferBatchNormBwd(InferContext& ctx) {
   if (relu && ctx.in(5) != ctx.in(1)) return ctx.fail("Z must have X's type");
   TensorType stat{DType::F32, {ctx.in(1).shape[1]}};
   ctx.outputs = {ctx.in(1), stat, stat};
+  if (ctx.numOutputs == 4) {
+    if (!relu) return ctx.fail("the result G (the masked dY) needs activation=\"relu\"");
+    ctx.outputs.push_back(ctx.in(0));
+  }
   return Status::ok();
 }
 
