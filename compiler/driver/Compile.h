@@ -52,6 +52,12 @@ struct CompileOptions {
   /// against the plan and keeps them in Compilation::records, for the cost model the stream
   /// schedule is made with (measureProgram + programCost's `measured`).
   std::string records;
+  /// The fuse-elementwise pass at the end of the train and eval pipelines (--no-fuse: off).
+  bool fuse = true;
+  /// CUDA kernels for the fused groups (compiler/codegen): Off (hgpc plan, which only reports),
+  /// IfAvailable (compiled when NVRTC loads; otherwise the plan runs on the CPU backend only), or
+  /// Required (hgpc compile: a plan with fused groups and no NVRTC is an error).
+  enum class Kernels { Off, IfAvailable, Required } kernels = Kernels::IfAvailable;
 };
 
 struct Compilation {

@@ -6,6 +6,7 @@
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
 //             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
+//   --no-fuse (both): no fuse-elementwise pass (docs/fusion.md)
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
@@ -98,11 +99,20 @@ void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
       ->check(CLI::Range(1, 64));
 }
 
+/// --no-fuse, shared by `compile` and `plan`.
+void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
+  cmd->add_flag_function(
+      "--no-fuse", [&o](int64_t) { o.fuse = false; },
+      "no fuse-elementwise pass: every elementwise op stays a kernel of its own (for comparison "
+      "and tests; docs/fusion.md)");
+}
+
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
             const CostCalibration& cal, bool dot) {
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
   o.slicing.cal = cal;
+  o.kernels = CompileOptions::Kernels::Off; // the report needs no machine code
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
@@ -121,6 +131,7 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
 int runCompile(CompileOptions& o, const std::string& out, const std::string& emit,
                const std::string& runner, bool stats) {
   o.log = &std::cout;
+  if (!out.empty()) o.kernels = CompileOptions::Kernels::Required;
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   Compilation& c = *compiled;
@@ -199,6 +210,7 @@ int main(int argc, char** argv) {
                       "cost model's estimates")
       ->check(CLI::ExistingFile);
   addSlicingOptions(compile, co.slicing);
+  addFusionOptions(compile, co);
   addTrainingOptions(compile, co.train);
 
   std::string target = "auto";
@@ -227,6 +239,7 @@ int main(int argc, char** argv) {
                    "cost model's estimates")
       ->check(CLI::ExistingFile);
   addSlicingOptions(plan, co.slicing);
+  addFusionOptions(plan, co);
   addTrainingOptions(plan, co.train);
 
   try {
