@@ -99,6 +99,7 @@ Expected<std::vector<uint8_t>> compileCubin(const std::string& source, const std
     n.logSize(prog, &logSize);
     std::string log(logSize, '\0');
     if (logSize) n.log(prog, log.data());
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
     n.destroy(&prog);
     Status st = fail("compilation failed", rc);
     return Status(st.code(), st.message() + "\n" + log);
