@@ -1,0 +1,73 @@
+"""Fusion (issue 6, docs/fusion.md): a training step with its elementwise chains fused trains
+bit for bit like the unfused step, on the CPU backend, in fp32 and in bf16 mixed precision.
+
+The model is test_slicing's small ResNet (a stem and two BasicBlocks, residual Add + ReLU), whose
+train program fuses Add+Relu in the forward pass and Sum+ReluBwd in the backward pass. Each case
+compiles it with and without --no-fuse, trains 3 steps of the same data in file order, and
+requires identical per-step losses, the same evaluation after them, and byte-identical saved
+tensors (weights and BN running statistics). The fused executable also carries the NVRTC-compiled
+kernels (`kernel` lines of the plan), which the CPU backend does not need.
+
+Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fusion.py -k bf16
+"""
+import subprocess
+import sys
+import unittest
+
+import onnx
+
+from common import HGPC, HgpcTestCase, read_jsonl, run
+import test_slicing as slicing
+
+TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4",
+         "--max-streams", "1", "--no-split", "--no-pipeline"]
+
+
+class FusionTest(HgpcTestCase):
+    data = slicing.SlicingTest.data
+
+    def fused_steps(self, model, args):
+        code, out, err = run([HGPC, "compile", model, "--batch", "4", "--emit", "plan", *TRAIN, *args])
+        self.assertEqual(code, 0, err)
+        train = out.split("program train {", 1)[1].split("\n}", 1)[0]
+        return sum(1 for line in train.splitlines() if "FusedElementwise(" in line)
+
+    def train(self, model, args, name):
+        exe = self.compile(model, out=name, args=["--batch", "4", *TRAIN, *args])
+        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
+        data = self.data(12)
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
+                            "--device", "cpu", "--metrics", metrics, "--save", saved,
+                            "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
+        tensors = {t.name: t.SerializeToString() for t in onnx.load(saved).graph.initializer}
+        return losses, evals, tensors
+
+    def check(self, precision):
+        model = self.path("resnet_small.onnx")
+        subprocess.run([sys.executable, "-W", "ignore", "-c", slicing.SMALL_RESNET, model],
+                       check=True, capture_output=True)
+        args = ["--precision", precision]
+        self.assertGreaterEqual(self.fused_steps(model, args), 4, "nothing was fused")
+        self.assertEqual(self.fused_steps(model, args + ["--no-fuse"]), 0)
+        plain = self.train(model, args + ["--no-fuse"], "plain")
+        fused = self.train(model, args, "fused")
+        self.assertEqual(len(plain[0]), 3)
+        self.assertEqual(fused[0], plain[0], "losses differ")
+        self.assertEqual(fused[1], plain[1], "evaluation differs")
+        self.assertEqual(fused[2].keys(), plain[2].keys())
+        for name, want in plain[2].items():
+            self.assertTrue(fused[2][name] == want, name + " differs")
+
+    def test_fp32(self):
+        self.check("fp32")
+
+    def test_bf16(self):
+        self.check("bf16")
+
+
+if __name__ == "__main__":
+    unittest.main()
