@@ -39,6 +39,8 @@ void load() {
   std::vector<std::string> names = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
   if (const char* home = std::getenv("CUDA_HOME")) names.push_back(std::string(home) + "/lib64/libnvrtc.so");
   names.push_back("/usr/local/cuda/lib64/libnvrtc.so");
+  // $HGP_NVRTC_LIBRARY: exactly this library (a non-standard install; tests use a missing one).
+  if (const char* only = std::getenv("HGP_NVRTC_LIBRARY")) names = {only};
   void* lib = nullptr;
   std::string tried;
   for (const std::string& n : names) {

@@ -16,8 +16,8 @@
 
 namespace hgp {
 
-/// Loads NVRTC once (libnvrtc.so.13, .so.12, .so, then $CUDA_HOME/lib64 and /usr/local/cuda/lib64);
-/// the error names every place tried.
+/// Loads NVRTC once (libnvrtc.so.13, .so.12, .so, then $CUDA_HOME/lib64 and /usr/local/cuda/lib64,
+/// or only $HGP_NVRTC_LIBRARY when that is set); the error names every place tried.
 Status loadNvrtc();
 
 /// NVRTC's version as "13.0"; empty when it is not loaded.

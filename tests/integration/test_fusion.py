@@ -10,13 +10,14 @@ kernels (`kernel` lines of the plan), which the CPU backend does not need.
 
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fusion.py -k bf16
 """
+import os
 import subprocess
 import sys
 import unittest
 
 import onnx
 
-from common import HGPC, HgpcTestCase, read_jsonl, run
+from common import HGPC, LENET, HgpcTestCase, read_jsonl, run
 import test_slicing as slicing
 
 TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4",
@@ -61,6 +62,26 @@ class FusionTest(HgpcTestCase):
         self.assertEqual(fused[2].keys(), plain[2].keys())
         for name, want in plain[2].items():
             self.assertTrue(fused[2][name] == want, name + " differs")
+
+    def test_without_nvrtc_only_fused_plans_fail(self):
+        model = self.path("resnet_small.onnx")
+        subprocess.run([sys.executable, "-W", "ignore", "-c", slicing.SMALL_RESNET, model],
+                       check=True, capture_output=True)
+        env = dict(os.environ, HGP_NVRTC_LIBRARY=self.path("no-libnvrtc.so"))
+        code, _, err = run([HGPC, "compile", model, "-o", self.path("x"), "--batch", "4"], env=env)
+        self.assertEqual(code, 4, err)  # I/O error: a library is missing
+        self.assertIn("NVRTC", err)
+        self.assertIn("--no-fuse", err)
+        code, _, err = run([HGPC, "compile", model, "-o", self.path("x"), "--batch", "4",
+                            "--no-fuse"], env=env)
+        self.assertEqual(code, 0, err)
+        # LeNet-5 has no elementwise chain, so it needs no kernels and no NVRTC.
+        code, _, err = run([HGPC, "compile", LENET, "-o", self.path("y"), "--batch", "4"], env=env)
+        self.assertEqual(code, 0, err)
+        # hgpc plan compiles no kernels.
+        code, out, err = run([HGPC, "plan", model, "--batch", "4", "--target", "h200"], env=env)
+        self.assertEqual(code, 0, err)
+        self.assertIn("fused elementwise", out)
 
     def test_fp32(self):
         self.check("fp32")
