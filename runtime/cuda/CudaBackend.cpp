@@ -108,6 +108,7 @@ bool executesHalf(OpKind op) {
   case OpKind::TanhBwd:
   case OpKind::HardSigmoidBwd:
   case OpKind::HardSwishBwd:
+  case OpKind::FusedElementwise: // generated kernels load and store every float dtype
   // Pure data movement copies dtypeSize bytes per element.
   case OpKind::Concat:
   case OpKind::Split:
