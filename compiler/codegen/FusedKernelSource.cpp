@@ -49,9 +49,9 @@ __device__ __forceinline__ void put16(u32* w, int e, u16 h) { w[e >> 1] |= u32(h
 
 std::string lit(float f) {
   char buf[48];
-  if (f != f) return "__int_as_float(0x7fc00000)";
-  if (f == __builtin_inff()) return "__int_as_float(0x7f800000)";
-  if (f == -__builtin_inff()) return "__int_as_float(0xff800000)";
+  if (f != f) return "__uint_as_float(0x7fc00000u)";
+  if (f == __builtin_inff()) return "__uint_as_float(0x7f800000u)";
+  if (f == -__builtin_inff()) return "__uint_as_float(0xff800000u)";
   std::snprintf(buf, sizeof buf, "%.9ef", double(f));
   return buf;
 }

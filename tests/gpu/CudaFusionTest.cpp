@@ -81,7 +81,7 @@ TEST(CudaFusion, FusedKernelMatchesTheUnfusedCudaOpsBitForBit) {
         auto a = makeGpuBackend(o), b = makeGpuBackend(o);
         ASSERT_TRUE(a.hasValue() && b.hasValue());
         auto want = runStep(**a, *plain, seed), got = runStep(**b, *fused, seed);
-        ASSERT_EQ(want.size(), 3u);
+        ASSERT_EQ(want.size(), 4u);
         for (const auto& [name, bytes] : want) EXPECT_TRUE(bytes == got[name]) << name << " differs";
       }
     }

@@ -43,8 +43,8 @@ inline Value* cast(Graph& g, Value* v, DType to) {
 }
 
 /// Inputs a, b, c (f32; the feeds keep c in [0.5, 1.5)), every fusible op once or more in dtype
-/// `d`, results "out.0" (f32), "out.1" (an intermediate also used inside the chain, dtype d) and
-/// "out.2" (dtype d). Every node is fusible, so the pass makes one FusedElementwise of it all.
+/// `d`, results "out.0" (f32), "out.1" (an intermediate also used inside the chain, dtype d),
+/// "out.2" and "out.3" (dtype d). Every node is fusible, so the pass makes one FusedElementwise of it all.
 inline std::map<std::string, std::string> buildChain(Graph& g, DType d, const Shape& shape) {
   TensorType t{DType::F32, shape};
   Value* a = *g.addGraphValue("a", TensorRole::Input, t);
@@ -65,10 +65,14 @@ inline std::map<std::string, std::string> buildChain(Graph& g, DType d, const Sh
   Value* lb = node(g, OpKind::LeakyReluBwd, {kb, e}, alpha(0.1));
   Value* q = node(g, OpKind::Div, {node(g, OpKind::Add, {lb, k}), C});
   Value* y = cast(g, q, DType::F32);
+  AttrMap upper; // a Clip bounded on one side only
+  upper.setFloat("max", 0.2);
+  Value* k2 = node(g, OpKind::Clip, {h}, upper);
   g.addOutput(y);
   g.addOutput(x);
   g.addOutput(k);
-  return {{"out.0", y->name()}, {"out.1", x->name()}, {"out.2", k->name()}};
+  g.addOutput(k2);
+  return {{"out.0", y->name()}, {"out.1", x->name()}, {"out.2", k->name()}, {"out.3", k2->name()}};
 }
 
 inline int countOps(const Graph& g, OpKind op) {
