@@ -1,5 +1,6 @@
 #include "compiler/driver/Compile.h"
 
+#include "compiler/codegen/GenerateKernels.h"
 #include "compiler/ir/Clone.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/schedule/AssignStreams.h"
@@ -50,6 +51,15 @@ std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType 
     return pipeline;
   it = pipeline.insert(it + 1, "mixed-precision");
   if (training && low == DType::F16) pipeline.insert(it + 1, "loss-scaling");
+  return pipeline;
+}
+
+/// The pipeline with fuse-elementwise appended (the last pass: it runs after autodiff and the
+/// optimizer, and after fuse-batch-norm, on whatever elementwise chains remain), or, with
+/// --no-fuse, the pipeline without any fuse-* pass.
+std::vector<std::string> withFusion(std::vector<std::string> pipeline, bool fuse) {
+  if (!fuse) return withoutFusion(std::move(pipeline));
+  pipeline.push_back("fuse-elementwise");
   return pipeline;
 }
 
@@ -110,19 +120,16 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    std::vector<std::string> trainPasses = trainPipeline(), evalPasses = evalPipeline();
-    if (!o.fuse) {
-      trainPasses = withoutFusion(trainPasses);
-      evalPasses = withoutFusion(evalPasses);
-    }
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withPrecision(trainPasses, low, true) : o.passes,
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withFusion(withPrecision(trainPipeline(), low, true), o.fuse)
+                                           : o.passes,
                         c.ctx));
     PassContext evalCtx;
     evalCtx.train = o.train;
     evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, withPrecision(evalPasses, low, false), evalCtx));
+    HGP_TRY(runPipeline(*c.eval, withFusion(withPrecision(evalPipeline(), low, false), o.fuse),
+                                 evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
     programs.push_back({"train", c.train.get(),
@@ -160,6 +167,11 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   c.slicing = sliceBatches(c.emitted.plan, so);
   if (Status st = c.emitted.plan.validate(); !st)
     return Status(ErrorCode::Internal, "the split and pipelined plan is invalid: " + st.message());
+
+  // Issue 6: the fused elementwise steps' CUDA kernels, for the target's architecture.
+  if (o.kernels != CompileOptions::Kernels::Off)
+    HGP_TRY(generateFusedKernels(c.emitted.plan, target->smArch(),
+                                 o.kernels == CompileOptions::Kernels::Required));
 
   if (!o.records.empty()) {
     HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));

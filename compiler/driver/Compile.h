@@ -40,8 +40,9 @@ struct CompileOptions {
   std::string precision = "tf32";
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
-  /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-*,
-  /// docs/fusion.md). An explicit --passes list is taken as given.
+  /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-batch-norm
+  /// after autodiff, fuse-elementwise last; docs/fusion.md). An explicit --passes list is taken
+  /// as given.
   bool fuse = true;
   /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
   /// else h200.
@@ -55,6 +56,10 @@ struct CompileOptions {
   /// against the plan and keeps them in Compilation::records, for the cost model the stream
   /// schedule is made with (measureProgram + programCost's `measured`).
   std::string records;
+  /// CUDA kernels for the fused groups (compiler/codegen): Off (hgpc plan, which only reports),
+  /// IfAvailable (compiled when NVRTC loads; otherwise the plan runs on the CPU backend only), or
+  /// Required (hgpc compile: a plan with fused groups and no NVRTC is an error).
+  enum class Kernels { Off, IfAvailable, Required } kernels = Kernels::IfAvailable;
 };
 
 struct Compilation {

@@ -103,7 +103,8 @@ void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
 void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
   cmd->add_flag_function(
       "--no-fuse", [&o](int64_t) { o.fuse = false; },
-      "no fusion passes: every BatchNorm, Relu, Add and their gradients run as ops of their own");
+      "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
+      "kernels of their own");
 }
 
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
@@ -111,6 +112,7 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
   auto target = findTarget(targetName);
   if (!target) return fail(target.status());
   o.slicing.cal = cal;
+  o.kernels = CompileOptions::Kernels::Off; // the report needs no machine code
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
@@ -129,6 +131,7 @@ int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
 int runCompile(CompileOptions& o, const std::string& out, const std::string& emit,
                const std::string& runner, bool stats) {
   o.log = &std::cout;
+  if (!out.empty()) o.kernels = CompileOptions::Kernels::Required;
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   Compilation& c = *compiled;

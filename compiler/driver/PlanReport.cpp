@@ -1,6 +1,7 @@
 #include "compiler/driver/PlanReport.h"
 
 #include "compiler/schedule/StreamSchedule.h"
+#include "runtime/plan/FusedProgram.h"
 
 #include <cstdio>
 #include <optional>
@@ -88,6 +89,30 @@ void printCommunication(const Plan& plan, const Target& target, const PlanProgra
   }
 }
 
+/// Each FusedElementwise step (passes/FuseElementwise.cpp): its member ops, operand counts and
+/// the cost model's time, a memory-bound op over its inputs' and results' bytes.
+void printFusedGroups(const PlanProgram& program, const ProgramCost& cost, std::ostream& os) {
+  int groups = 0, members = 0;
+  double seconds = 0;
+  std::string lines;
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const PlanStep& s = program.steps[i];
+    if (s.op != OpKind::FusedElementwise) continue;
+    Expected<FusedProgram> p = parseFusedProgram(s.attrs, int(s.inputs.size()));
+    if (!p) continue;
+    ++groups;
+    members += int(p->instrs.size());
+    seconds += cost.steps[i].seconds;
+    lines += format("  step %4zu %-24s in %2zu out %zu %9.3f mbyte %8.2f pred_us  %s\n", i,
+                    fusedSummary(*p).c_str(), s.inputs.size(), s.outputs.size(),
+                    cost.steps[i].bytes / 1e6, cost.steps[i].seconds * 1e6, s.loc.c_str());
+  }
+  if (groups == 0) return;
+  os << format("fused elementwise %d steps of %d ops, %.3f ms predicted\n", groups, members,
+               seconds * 1e3)
+     << lines;
+}
+
 } // namespace
 
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
@@ -145,6 +170,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   for (const PlanStep& s : program->steps) fused += s.attrs.getString("activation", "none") != "none";
   if (fused)
     os << format("fusion: %d steps with a fused activation (op+Relu, op+AddRelu, op+ReluBwd)\n", fused);
+  printFusedGroups(*program, cost, os);
   if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
                  "micro-batches\n",

@@ -192,6 +192,15 @@ Status Graph::eraseNode(Node* n) {
   return Status::ok();
 }
 
+Status Graph::reorderNodes(std::vector<Node*> order) {
+  std::vector<Node*> a = order, b = order_;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b) return Status(ErrorCode::Internal, "reorderNodes: not a permutation of the nodes");
+  order_ = std::move(order);
+  return Status::ok();
+}
+
 Status Graph::eraseGraphValue(Value* v) {
   if (!v->users_.empty() ||
       std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end())

@@ -156,6 +156,9 @@ public:
   void replaceAllUsesWith(Value* from, Value* to);
   /// Removes a node whose results are unused.
   Status eraseNode(Node* n);
+  /// Replaces the node order with `order`, a permutation of nodes() (passes that contract
+  /// several nodes into one re-sort with it; the verifier checks the order is topological).
+  Status reorderNodes(std::vector<Node*> order);
   /// Removes a graph-level value nothing reads.
   Status eraseGraphValue(Value* v);
 

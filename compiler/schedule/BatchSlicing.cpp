@@ -41,6 +41,7 @@ bool allPerSample(OpKind op) {
   case OpKind::LRNBwd:
   case OpKind::Reshape:
   case OpKind::Cast:
+  case OpKind::FusedElementwise: // same-shape operands (passes/FuseElementwise.cpp)
     return true;
   default:
     return false;

@@ -12,6 +12,15 @@ double Target::peak(const std::string& precision) const {
   return r > 0 ? r : fp32;
 }
 
+int Target::smArch() const {
+  if (name == "h200" || name == "h100") return 90;
+  if (name == "a100") return 80;
+  if (name == "v100") return 70;
+  if (name == "t4") return 75;
+  if (name == "l4") return 89;
+  return 0;
+}
+
 const std::vector<Target>& knownTargets() {
   static const std::vector<Target> targets = {
 #define HGP_TARGET(N, Desc, Sms, Regs, SmemKiB, Threads, Blocks, L2MiB, GBs, F32, TF32, F16, BF16, \

@@ -29,6 +29,9 @@ struct Target {
   /// The peak rate for a math mode ("fp32", "tf32", "fp16", "bf16"), falling back to FP32 where
   /// the GPU has no tensor cores for it.
   double peak(const std::string& precision) const;
+  /// The compute capability as one number (H100/H200 90, A100 80, V100 70, T4 75, L4 89): the
+  /// SM architecture generated kernels are compiled for (compiler/codegen).
+  int smArch() const;
 };
 
 /// The known targets, in Targets.def order.

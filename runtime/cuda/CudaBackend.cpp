@@ -108,6 +108,7 @@ bool executesHalf(OpKind op) {
   case OpKind::TanhBwd:
   case OpKind::HardSigmoidBwd:
   case OpKind::HardSwishBwd:
+  case OpKind::FusedElementwise: // generated kernels load and store every float dtype
   // Pure data movement copies dtypeSize bytes per element.
   case OpKind::Concat:
   case OpKind::Split:
@@ -271,6 +272,12 @@ public:
 
   Status load(const Plan& plan, const InitData& data) override {
     HGP_TRY(checkHalfSupport(plan));
+    // The generated kernels first: a plan compiled for another GPU fails here, before anything
+    // is allocated.
+    fusedKernels_ = std::make_unique<FusedKernels>();
+    HGP_TRY(fusedKernels_->load(plan, ctx_.props));
+    ctx_.kernels = fusedKernels_.get();
+    for (auto& l : lanes_) l->ctx.kernels = ctx_.kernels;
     plan_ = &plan;
     ctx_.allowTf32 = plan.meta.getString("precision", "tf32") != "fp32";
     size_t freeBytes = 0, totalBytes = 0;
@@ -418,6 +425,7 @@ private:
     c.allowTf32 = ctx_.allowTf32;
     c.workspaceLimit = ctx_.workspaceLimit;
     c.tuning = ctx_.tuning;
+    c.kernels = ctx_.kernels;
     Lane& lane = *lanes_.emplace_back(std::move(l));
     HGP_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
     HGP_CUDNN_TRY(cudnnCreate(&c.cudnn));
@@ -783,6 +791,7 @@ private:
   CudaContext ctx_; ///< Lane 0: the main stream and its handles.
   std::vector<std::unique_ptr<Lane>> lanes_; ///< Lanes 1, 2, ...: the plan's other streams.
   const Plan* plan_ = nullptr;
+  std::unique_ptr<FusedKernels> fusedKernels_; ///< The plan's generated kernels (FusedOps.cpp).
   void *persistent_ = nullptr, *transient_ = nullptr, *cublasWorkspace_ = nullptr;
   std::vector<DeviceTensor> views_;
   std::map<int, std::array<void*, kSlots>> staging_;

@@ -44,6 +44,24 @@ struct StepState {
   virtual ~StepState() = default;
 };
 
+/// The plan's generated kernels (Plan::kernels), loaded from their cubins (FusedOps.cpp).
+class FusedKernels {
+public:
+  FusedKernels() = default;
+  FusedKernels(const FusedKernels&) = delete;
+  FusedKernels& operator=(const FusedKernels&) = delete;
+  ~FusedKernels();
+  /// Loads every kernel of `plan` with cudaLibraryLoadData; fails, naming both, when a cubin's
+  /// architecture is not the device's (`props`).
+  Status load(const Plan& plan, const cudaDeviceProp& props);
+  /// The kernel named `name`, or nullptr.
+  cudaKernel_t find(const std::string& name) const;
+
+private:
+  std::vector<std::pair<std::string, cudaKernel_t>> kernels_;
+  std::vector<cudaLibrary_t> libraries_;
+};
+
 /// Device-wide resources shared by all executors.
 struct CudaContext {
   int device = 0;
@@ -60,6 +78,8 @@ struct CudaContext {
   /// The most scratch memory one step may use, in bytes (the algorithm search respects it).
   size_t workspaceLimit = size_t(1) << 30;
   TuningCache* tuning = nullptr;
+  /// The plan's generated kernels (FusedElementwise steps); null before a plan is loaded.
+  const FusedKernels* kernels = nullptr;
   /// The data-parallel communicator (Nccl.h); null when the run has one rank.
   Communicator* comm = nullptr;
 

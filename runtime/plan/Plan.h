@@ -75,6 +75,18 @@ struct PlanProgram {
   std::vector<PlanStep> steps;
 };
 
+/// Machine code a plan carries for its generated kernels (docs/fusion.md): one CUDA kernel per
+/// distinct FusedElementwise program, compiled ahead of time by NVRTC for one SM architecture.
+/// Steps name it with their `kernel` attribute. The text form keeps the source (for reading and
+/// debugging) and the cubin in base64.
+struct PlanKernel {
+  std::string name;   ///< "fe0", "fe1", ...
+  int arch = 0;       ///< Compute capability as one number: 90 for sm_90.
+  std::string entry;  ///< The kernel's function name in the cubin.
+  std::string source; ///< The CUDA C it was compiled from.
+  std::vector<uint8_t> cubin;
+};
+
 struct Plan {
   static constexpr int kVersion = 1;
 
@@ -83,6 +95,8 @@ struct Plan {
   AttrMap meta;
   std::vector<PlanTensor> tensors;
   std::vector<PlanProgram> programs;
+  /// Generated kernels, by name (empty when the plan has no fused steps or was made without them).
+  std::vector<PlanKernel> kernels;
   /// Named tensors the runner uses: "input", "labels", "loss", "logits", "metrics", "iter",
   /// "output.0", ... Sorted by name.
   std::map<std::string, int> bindings;
@@ -93,6 +107,8 @@ struct Plan {
   int findTensor(const std::string& name) const;
   /// The program with that name, or nullptr.
   const PlanProgram* findProgram(const std::string& name) const;
+  /// The kernel with that name, or nullptr.
+  const PlanKernel* findKernel(const std::string& name) const;
   /// The tensor bound to `name`, or -1.
   int binding(const std::string& name) const;
   /// Checks the structural invariants: indices in range, operand counts within the op table,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <cstring>
+
 namespace hgp {
 
 int Plan::findTensor(const std::string& name) const {
@@ -16,6 +18,12 @@ int Plan::findTensor(const std::string& name) const {
 const PlanProgram* Plan::findProgram(const std::string& name) const {
   for (const auto& p : programs)
     if (p.name == name) return &p;
+  return nullptr;
+}
+
+const PlanKernel* Plan::findKernel(const std::string& name) const {
+  for (const PlanKernel& k : kernels)
+    if (k.name == name) return &k;
   return nullptr;
 }
 
@@ -57,6 +65,9 @@ Status Plan::validate() const {
         if (!inRange(i)) return bad("step '" + s.loc + "' reads a tensor out of range");
       for (int i : s.outputs)
         if (!inRange(i)) return bad("step '" + s.loc + "' writes a tensor out of range");
+      if (s.attrs.has("kernel") && !findKernel(s.attrs.getString("kernel")))
+        return bad("step '" + s.loc + "' names kernel '" + s.attrs.getString("kernel") +
+                   "', which the plan does not have");
       for (int o = 0; o < no; ++o) {
         int in = inplaceInputFor(s.op, o);
         if (in < 0 || in >= ni) continue;
@@ -101,6 +112,42 @@ const char* initName(InitKind k) {
   return "";
 }
 
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64(const std::vector<uint8_t>& in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t v = uint32_t(in[i]) << 16;
+    if (i + 1 < in.size()) v |= uint32_t(in[i + 1]) << 8;
+    if (i + 2 < in.size()) v |= in[i + 2];
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+bool unbase64(const std::string& in, std::vector<uint8_t>& out) {
+  if (in.size() % 4) return false;
+  out.clear();
+  for (size_t i = 0; i < in.size(); i += 4) {
+    uint32_t v = 0;
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = in[i + size_t(k)];
+      const char* p = c == '=' ? nullptr : std::strchr(kBase64, c);
+      if (c == '=') ++pad;
+      else if (!p || !c || pad) return false;
+      v = v << 6 | uint32_t(p ? p - kBase64 : 0);
+    }
+    out.push_back(uint8_t(v >> 16));
+    if (pad < 2) out.push_back(uint8_t(v >> 8));
+    if (pad < 1) out.push_back(uint8_t(v));
+  }
+  return true;
+}
+
 void appendTensorRef(std::string& out, const Plan& plan, int idx) {
   out += '%';
   appendName(out, plan.tensors[size_t(idx)].name);
@@ -134,6 +181,16 @@ std::string printPlan(const Plan& plan) {
     out += ' ';
     appendTensorRef(out, plan, idx);
     out += "\n";
+  }
+  for (const PlanKernel& k : plan.kernels) {
+    AttrMap a;
+    a.setInt("arch", k.arch);
+    a.setString("entry", k.entry);
+    a.setString("source", k.source);
+    a.setString("cubin", base64(k.cubin));
+    out += "kernel ";
+    appendName(out, k.name);
+    out += " " + a.toString() + "\n";
   }
   for (const auto& p : plan.programs) {
     out += "program ";
@@ -196,6 +253,16 @@ public:
         HGP_ASSIGN_OR_RETURN(std::string name, s_.peek() == '"' ? s_.quoted() : s_.word());
         HGP_ASSIGN_OR_RETURN(int idx, tensorRef());
         plan_.bindings[name] = idx;
+      } else if (kw == "kernel") {
+        PlanKernel k;
+        HGP_ASSIGN_OR_RETURN(k.name, s_.peek() == '"' ? s_.quoted() : s_.word());
+        HGP_ASSIGN_OR_RETURN(AttrMap a, AttrMap::parse(s_));
+        k.arch = int(a.getInt("arch"));
+        k.entry = a.getString("entry");
+        k.source = a.getString("source");
+        if (!unbase64(a.getString("cubin"), k.cubin) || k.cubin.empty() || k.entry.empty())
+          return s_.error("kernel " + k.name + " has no valid cubin or entry");
+        plan_.kernels.push_back(std::move(k));
       } else if (kw == "program") {
         HGP_TRY(parseProgram());
       } else {

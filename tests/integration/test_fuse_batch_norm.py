@@ -14,7 +14,7 @@ HGP_FUSION_DEVICE=cuda runs both on CUDA with --deterministic: the fused kernels
 unfused ones' sums, so there too the results agree to float rounding (tolerance 1e-4 for fp32,
 the bf16/fp16 rounding of a value that differs in its last float bit otherwise).
 
-Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fusion.py -k bf16
+Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fuse_batch_norm.py -k bf16
 """
 import os
 import subprocess

@@ -1,4 +1,4 @@
-// CudaFusionTest.cpp - the fused BatchNorm ops of fuse-batch-norm (docs/fusion.md) on the CUDA
+// CudaFuseBatchNormTest.cpp - the fused BatchNorm ops of fuse-batch-norm (docs/fusion.md) on the CUDA
 // backend: BatchNormTrain + Relu, BatchNormTrain + Add + Relu (residual), inference-mode
 // BatchNorm + Relu, and BatchNormBwd + ReluBwd, each
 //
@@ -150,26 +150,26 @@ void checkFusion(const std::string& what, const Builder& build,
     }
 }
 
-TEST(CudaFusion, BatchNormTrainRelu) {
+TEST(CudaFuseBatchNorm, BatchNormTrainRelu) {
   HGP_REQUIRE_CUDA();
   checkFusion("bn-relu", kBnRelu,
               {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}, Shape{1, 4, 6, 4}, Shape{2, 3, 4, 4, 2},
                Shape{16, 64, 7, 7}, Shape{32, 8, 28, 28}});
 }
 
-TEST(CudaFusion, BatchNormTrainAddRelu) {
+TEST(CudaFuseBatchNorm, BatchNormTrainAddRelu) {
   HGP_REQUIRE_CUDA();
   checkFusion("bn-add-relu", kBnAddRelu, {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}, Shape{16, 64, 7, 7}});
   checkFusion("bn-bn-add-relu", kTwoBnAddRelu, {Shape{4, 6, 6, 6}, Shape{8, 32, 14, 14}});
 }
 
-TEST(CudaFusion, InferenceBatchNormRelu) {
+TEST(CudaFuseBatchNorm, InferenceBatchNormRelu) {
   HGP_REQUIRE_CUDA();
   checkFusion("frozen-bn-relu", kFrozenBnRelu, {Shape{2, 3, 5, 5}, Shape{4, 8, 8, 8}});
 }
 
 /// The large-mean case of the op suite, through the fused forward and backward.
-TEST(CudaFusion, LargeMeanKeepsTheVariance) {
+TEST(CudaFuseBatchNorm, LargeMeanKeepsTheVariance) {
   HGP_REQUIRE_CUDA();
   auto fused = planOf("bn-relu-offset", {8, 5, 9, 9}, kBnRelu, DType::F32, true);
   ASSERT_TRUE(fused);

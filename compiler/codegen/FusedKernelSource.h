@@ -1,0 +1,30 @@
+// FusedKernelSource.h - CUDA C source for a FusedElementwise program.
+//
+// The generated kernel is self-contained (no headers, so NVRTC needs no include path): 16-bit
+// values are handled as raw bits, converted with the same PTX conversions the hand-written
+// kernels' __float2bfloat16_rn / __float2half_rn use (a bit-exact software rounding for bf16 on
+// targets older than sm_80). Each instruction is emitted with the float operation the unfused
+// CUDA executor uses (__fadd_rn, __fsub_rn, __fmul_rn, IEEE division, never a contracted
+// multiply-add), followed by a rounding to 16 bits where its dtype is 16-bit, so fused and
+// unfused agree bit for bit. The kernel takes its inputs, then its results, then the element
+// count n (long long) and `vec` (int): with vec != 0 (every pointer 16-byte aligned) it moves V
+// elements per thread and iteration with 16-byte (or, for 16-bit tensors next to f32 ones,
+// 8-byte) loads and stores, V = 8 when every tensor is 16-bit and 4 otherwise; a grid-stride
+// loop covers the vectors and then the leftover elements one by one.
+#pragma once
+
+#include "runtime/plan/FusedProgram.h"
+
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+/// The name every generated kernel's entry point has (each cubin holds one).
+constexpr const char* kFusedEntry = "hgp_fused";
+
+/// The source of the kernel for `p` with input dtypes `in` (checked with checkFusedTypes), for
+/// SM architecture `arch` (e.g. 90).
+Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector<DType>& in, int arch);
+
+} // namespace hgp

@@ -1,0 +1,48 @@
+#include "compiler/codegen/GenerateKernels.h"
+
+#include "compiler/codegen/FusedKernelSource.h"
+#include "compiler/codegen/Nvrtc.h"
+
+#include <map>
+
+namespace hgp {
+
+Status generateFusedKernels(Plan& plan, int arch, bool required) {
+  std::vector<PlanStep*> fused;
+  for (PlanProgram& p : plan.programs)
+    for (PlanStep& s : p.steps)
+      if (s.op == OpKind::FusedElementwise) fused.push_back(&s);
+  if (fused.empty()) return Status::ok();
+  if (arch <= 0)
+    return Status(ErrorCode::Usage, "the target has no known SM architecture to compile the fused "
+                                    "kernels for; pass --target or --no-fuse");
+  if (Status st = loadNvrtc(); !st) {
+    if (!required) return Status::ok();
+    return Status(ErrorCode::Io, "the plan has " + std::to_string(fused.size()) +
+                                     " fused elementwise steps, whose CUDA kernels hgpc compiles "
+                                     "with NVRTC: " + st.message() +
+                                     ". Install the CUDA toolkit or compile with --no-fuse");
+  }
+  std::map<std::string, std::string> bySource; // source -> kernel name
+  for (PlanStep* s : fused) {
+    HGP_ASSIGN_OR_RETURN(FusedProgram p, parseFusedProgram(s->attrs, int(s->inputs.size())));
+    std::vector<DType> in;
+    for (int t : s->inputs) in.push_back(plan.tensors[size_t(t)].type.dtype);
+    HGP_ASSIGN_OR_RETURN(std::string source, fusedKernelSource(p, in, arch));
+    auto it = bySource.find(source);
+    if (it == bySource.end()) {
+      PlanKernel k;
+      k.name = "fe" + std::to_string(plan.kernels.size());
+      k.arch = arch;
+      k.entry = kFusedEntry;
+      k.source = source;
+      HGP_ASSIGN_OR_RETURN(k.cubin, compileCubin(source, k.name, arch));
+      it = bySource.emplace(source, k.name).first;
+      plan.kernels.push_back(std::move(k));
+    }
+    s->attrs.setString("kernel", it->second);
+  }
+  return Status::ok();
+}
+
+} // namespace hgp

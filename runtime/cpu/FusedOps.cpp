@@ -1,0 +1,69 @@
+// FusedOps.cpp - the CPU executor for FusedElementwise (runtime/plan/FusedProgram.h).
+//
+// It evaluates the program element by element in float32, with each instruction computed by
+// evalFusedInstr (the unfused executors' formulas) and rounded to its dtype when that dtype is
+// 16-bit, exactly where the unfused op stored a 16-bit tensor. Inputs and results keep their own
+// storage dtype (the backend does not widen this step), so a fused plan gives the same bits as
+// the unfused plan it came from.
+#include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/FusedProgram.h"
+#include "runtime/plan/Half.h"
+
+namespace hgp::cpu {
+
+namespace {
+
+float load(const TensorView& v, int64_t i) {
+  return v.dtype == DType::F32 ? v.f32()[i] : loadHalf(v.dtype, v.as<uint16_t>(), i);
+}
+
+void store(const TensorView& v, int64_t i, float x) {
+  if (v.dtype == DType::F32) v.f32()[i] = x;
+  else storeHalf(v.dtype, v.as<uint16_t>(), i, x);
+}
+
+/// x as stored in a tensor of dtype t, read back as float.
+float roundTo(DType t, float x) {
+  if (t == DType::BF16) return bf16ToFloat(floatToBf16(x));
+  if (t == DType::F16) return halfToFloat(floatToHalf(x));
+  return x;
+}
+
+} // namespace
+
+Status execFusedElementwise(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, SIZE_MAX, 1, SIZE_MAX));
+  Expected<FusedProgram> parsed = parseFusedProgram(a.attrs(), int(a.in.size()));
+  if (!parsed) return a.fail(parsed.status().message());
+  const FusedProgram& p = *parsed;
+  std::vector<DType> in;
+  for (const auto& v : a.in) in.push_back(v.dtype);
+  Expected<std::vector<DType>> types = checkFusedTypes(p, in);
+  if (!types) return a.fail(types.status().message());
+  if (p.results.size() != a.out.size()) return a.fail("result count differs from the program's");
+  const Shape& shape = *a.out[0].shape;
+  for (const auto& v : a.in)
+    if (*v.shape != shape) return a.fail("operands differ in shape");
+  for (size_t r = 0; r < a.out.size(); ++r) {
+    if (*a.out[r].shape != shape) return a.fail("results differ in shape");
+    if (a.out[r].dtype != (*types)[size_t(p.results[r])]) return a.fail("result dtype mismatch");
+  }
+  int64_t n = numElements(shape);
+  parallelElementwise(n, [&](int64_t b, int64_t e) {
+    std::vector<float> val(size_t(p.numValues())), args;
+    for (int64_t i = b; i < e; ++i) {
+      for (int k = 0; k < p.numInputs; ++k) val[size_t(k)] = load(a.in[size_t(k)], i);
+      for (size_t k = 0; k < p.instrs.size(); ++k) {
+        const FusedInstr& ins = p.instrs[k];
+        args.clear();
+        for (int x : ins.args) args.push_back(val[size_t(x)]);
+        val[size_t(p.numInputs) + k] = roundTo(ins.dtype, evalFusedInstr(ins, args.data()));
+      }
+      // Every operand was read above, so results may share storage with inputs.
+      for (size_t r = 0; r < a.out.size(); ++r) store(a.out[r], i, val[size_t(p.results[r])]);
+    }
+  });
+  return Status::ok();
+}
+
+} // namespace hgp::cpu

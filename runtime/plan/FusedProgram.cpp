@@ -1,0 +1,188 @@
+#include "runtime/plan/FusedProgram.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace hgp {
+
+namespace {
+
+/// Operand counts of the fusible ops (Sum: 1 or more, written as -1).
+int arity(OpKind op) {
+  switch (op) {
+  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+  case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
+    return 2;
+  case OpKind::Sum:
+    return -1;
+  default:
+    return 1;
+  }
+}
+
+bool hasAlpha(OpKind op) {
+  return op == OpKind::LeakyRelu || op == OpKind::LeakyReluBwd || op == OpKind::Scale;
+}
+bool hasBounds(OpKind op) { return op == OpKind::Clip || op == OpKind::ClipBwd; }
+
+/// A float printed so that it reads back as the same float.
+std::string floatText(float f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", double(f));
+  return buf;
+}
+
+Status bad(const std::string& m) { return Status(ErrorCode::InvalidModel, "fused program: " + m); }
+
+} // namespace
+
+bool isFusibleElementwise(OpKind op) {
+  switch (op) {
+  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Sum:
+  case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clip: case OpKind::Neg:
+  case OpKind::Scale: case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
+  case OpKind::Cast:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::string FusedProgram::text() const {
+  std::string out;
+  for (size_t k = 0; k < instrs.size(); ++k) {
+    const FusedInstr& ins = instrs[k];
+    if (k) out += "; ";
+    out += std::string(opName(ins.op)) + " " + dtypeName(ins.dtype);
+    for (int a : ins.args) out += " %" + std::to_string(a);
+    if (hasAlpha(ins.op)) out += " alpha=" + floatText(ins.alpha);
+    if (ins.hasLo) out += " min=" + floatText(ins.lo);
+    if (ins.hasHi) out += " max=" + floatText(ins.hi);
+  }
+  return out;
+}
+
+void FusedProgram::store(AttrMap& attrs) const {
+  attrs.setString("program", text());
+  attrs.setInts("results", std::vector<int64_t>(results.begin(), results.end()));
+}
+
+Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
+  FusedProgram p;
+  p.numInputs = numInputs;
+  std::string text = attrs.getString("program");
+  if (text.empty()) return bad("the 'program' attribute is missing or empty");
+  std::stringstream all(text);
+  std::string item;
+  while (std::getline(all, item, ';')) {
+    std::istringstream ws(item);
+    std::string opText, dt, tok;
+    if (!(ws >> opText >> dt)) return bad("instruction '" + item + "' needs an op and a dtype");
+    FusedInstr ins;
+    Expected<OpKind> op = parseOpKind(opText);
+    if (!op || !isFusibleElementwise(*op)) return bad("'" + opText + "' is not a fusible op");
+    ins.op = *op;
+    Expected<DType> d = parseDType(dt);
+    if (!d) return bad("bad dtype '" + dt + "'");
+    ins.dtype = *d;
+    int self = p.numValues();
+    while (ws >> tok) {
+      if (tok[0] == '%') {
+        char* end = nullptr;
+        long v = std::strtol(tok.c_str() + 1, &end, 10);
+        if (*end || v < 0 || v >= self)
+          return bad("operand " + tok + " of instruction " + std::to_string(p.instrs.size()) +
+                     " is not an earlier value");
+        ins.args.push_back(int(v));
+        continue;
+      }
+      size_t eq = tok.find('=');
+      if (eq == std::string::npos) return bad("unexpected '" + tok + "'");
+      std::string key = tok.substr(0, eq);
+      char* end = nullptr;
+      float f = std::strtof(tok.c_str() + eq + 1, &end);
+      if (*end) return bad("bad number in '" + tok + "'");
+      if (key == "alpha" && hasAlpha(ins.op)) ins.alpha = f;
+      else if (key == "min" && hasBounds(ins.op)) ins.hasLo = true, ins.lo = f;
+      else if (key == "max" && hasBounds(ins.op)) ins.hasHi = true, ins.hi = f;
+      else return bad("unexpected attribute '" + tok + "' for " + opText);
+    }
+    int n = arity(ins.op);
+    if ((n > 0 && int(ins.args.size()) != n) || ins.args.empty())
+      return bad(opText + " has " + std::to_string(ins.args.size()) + " operands");
+    if (hasAlpha(ins.op) && item.find("alpha=") == std::string::npos)
+      return bad(opText + " needs alpha");
+    p.instrs.push_back(std::move(ins));
+  }
+  if (p.instrs.empty()) return bad("no instructions");
+  for (int64_t r : attrs.getInts("results")) {
+    if (r < 0 || r >= p.numValues()) return bad("result %" + std::to_string(r) + " is undefined");
+    p.results.push_back(int(r));
+  }
+  if (p.results.empty()) return bad("the 'results' attribute is missing or empty");
+  return p;
+}
+
+Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::vector<DType>& in) {
+  if (int(in.size()) != p.numInputs) return bad("input count mismatch");
+  auto isFloat = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
+  std::vector<DType> t = in;
+  for (DType d : in)
+    if (!isFloat(d)) return bad(std::string("input of dtype ") + dtypeName(d) + " (float only)");
+  for (size_t k = 0; k < p.instrs.size(); ++k) {
+    const FusedInstr& ins = p.instrs[k];
+    if (!isFloat(ins.dtype)) return bad("instruction dtype must be f32, bf16 or f16");
+    for (int a : ins.args)
+      if (ins.op != OpKind::Cast && t[size_t(a)] != ins.dtype)
+        return bad(std::string(opName(ins.op)) + " " + dtypeName(ins.dtype) + " reads %" +
+                   std::to_string(a) + " of dtype " + dtypeName(t[size_t(a)]));
+    t.push_back(ins.dtype);
+  }
+  return t;
+}
+
+float evalFusedInstr(const FusedInstr& ins, const float* a) {
+  switch (ins.op) {
+  case OpKind::Add: return a[0] + a[1];
+  case OpKind::Sub: return a[0] - a[1];
+  case OpKind::Mul: return a[0] * a[1];
+  case OpKind::Div: return a[0] / a[1];
+  case OpKind::Sum: {
+    float acc = a[0];
+    for (size_t i = 1; i < ins.args.size(); ++i) acc = acc + a[i];
+    return acc;
+  }
+  case OpKind::Relu: return a[0] > 0.f ? a[0] : (std::isnan(a[0]) ? a[0] : 0.f);
+  case OpKind::LeakyRelu: return a[0] > 0.f ? a[0] : a[0] * ins.alpha;
+  case OpKind::Clip: {
+    float lo = ins.hasLo ? ins.lo : -INFINITY, hi = ins.hasHi ? ins.hi : INFINITY;
+    return a[0] < lo ? lo : (a[0] > hi ? hi : a[0]);
+  }
+  case OpKind::Neg: return -a[0];
+  case OpKind::Scale: return ins.alpha * a[0];
+  case OpKind::ReluBwd: return a[1] > 0.f ? a[0] : 0.f;
+  case OpKind::LeakyReluBwd: return a[1] > 0.f ? a[0] : a[0] * ins.alpha;
+  case OpKind::ClipBwd: {
+    float lo = ins.hasLo ? ins.lo : -INFINITY, hi = ins.hasHi ? ins.hi : INFINITY;
+    return (a[1] > lo && a[1] < hi) ? a[0] : 0.f;
+  }
+  case OpKind::Cast: return a[0];
+  default: return NAN;
+  }
+}
+
+int fusedVectorWidth(const std::vector<DType>& tensorTypes) {
+  for (DType t : tensorTypes)
+    if (t == DType::F32) return 4;
+  return 8;
+}
+
+std::string fusedSummary(const FusedProgram& p) {
+  std::string s;
+  for (const FusedInstr& ins : p.instrs) s += (s.empty() ? "" : "+") + std::string(opName(ins.op));
+  return s;
+}
+
+} // namespace hgp

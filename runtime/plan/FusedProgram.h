@@ -1,0 +1,72 @@
+// FusedProgram.h - the program a FusedElementwise step runs, shared by the compiler (the
+// fuse-elementwise pass, the shape rule, the CUDA code generator) and the backends.
+//
+// A FusedElementwise step applies a chain of elementwise ops to N same-shape inputs and writes M
+// same-shape results in one pass over memory. Its program is a list of instructions over
+// numbered values: %0 .. %N-1 are the step's inputs, %N + k is the result of instruction k.
+// Each instruction is one of the IR's elementwise ops with its operands and the dtype of the
+// tensor the unfused op wrote, so the program says exactly where the unfused graph rounded:
+// every value is computed in float32, and a value of a 16-bit dtype is rounded to nearest even
+// at the point where the unfused op stored it (the same "store 16-bit, compute in float"
+// contract as docs/precision.md). Fused and unfused therefore agree bit for bit.
+//
+// The program is stored in the step's attributes in a printable form:
+//   program="Add bf16 %0 %1; Relu bf16 %2; LeakyRelu f32 %3 alpha=0.01"
+//   results=[3, 2]            the values the step writes, in output order
+//   kernel=fe0                (CUDA) the generated kernel in the plan's kernel table
+// Float attributes (alpha, min, max) are printed as the float32 the op uses, exactly.
+#pragma once
+
+#include "runtime/plan/Attr.h"
+#include "runtime/plan/OpKind.h"
+#include "runtime/plan/Types.h"
+
+#include <string>
+#include <vector>
+
+namespace hgp {
+
+struct FusedInstr {
+  OpKind op = OpKind::Add;
+  DType dtype = DType::F32; ///< The dtype of the result (Cast: its `to`).
+  std::vector<int> args;    ///< Value numbers.
+  float alpha = 0;          ///< LeakyRelu, LeakyReluBwd, Scale.
+  bool hasLo = false, hasHi = false; ///< Clip, ClipBwd: which bounds are present.
+  float lo = 0, hi = 0;
+};
+
+struct FusedProgram {
+  int numInputs = 0;
+  std::vector<FusedInstr> instrs;
+  std::vector<int> results;
+
+  int numValues() const { return numInputs + int(instrs.size()); }
+  /// The text of the `program` attribute.
+  std::string text() const;
+  /// Writes `program` and `results` into `attrs`.
+  void store(AttrMap& attrs) const;
+};
+
+/// Whether the fuse-elementwise pass and the FusedElementwise executors support `op`.
+bool isFusibleElementwise(OpKind op);
+
+/// Reads the program of a step with `numInputs` inputs; checks value numbers (operands defined
+/// before use), operand counts, and the result list. Dtypes are checked by checkFusedTypes.
+Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs);
+
+/// The dtype of every value, given the inputs' dtypes; an error when an instruction's operands do
+/// not have the dtype the op requires (all equal to the result's, except for Cast).
+Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::vector<DType>& in);
+
+/// Instruction `ins` over float operands, in float32, exactly as the unfused CPU executor
+/// computes it (before any rounding to the result's dtype).
+float evalFusedInstr(const FusedInstr& ins, const float* args);
+
+/// Elements per thread and iteration in a generated kernel's vector path, from the dtypes of the
+/// step's inputs and results: 8 when all are 16-bit (16-byte accesses), else 4.
+int fusedVectorWidth(const std::vector<DType>& tensorTypes);
+
+/// A short name for the op chain, "Add+Relu", for plan reports.
+std::string fusedSummary(const FusedProgram& p);
+
+} // namespace hgp

@@ -1,0 +1,111 @@
+// CudaFusedElementwiseTest.cpp - the NVRTC-compiled FusedElementwise kernels (compiler/codegen,
+// runtime/cuda/FusedOps.cpp) against the CPU reference and against the unfused CUDA ops, in
+// f32, bf16 and f16, eager and captured in a CUDA graph.
+//
+// The chain (tests/unit/FusedTestGraphs.h) uses every op the generator supports. Both comparisons
+// are bit for bit (tolerance 0) in every precision: the fused kernel performs the unfused ops'
+// IEEE float operations (no contraction, --fmad=false) and rounds each 16-bit intermediate where
+// the unfused graph stored it, with the same round-to-nearest-even conversions (docs/fusion.md).
+// Shapes: 210 elements (no vector path: the scalar loop only) and 512 (vector path).
+#include "tests/gpu/GpuTestUtil.h"
+#include "tests/unit/FusedTestGraphs.h"
+
+#include "compiler/codegen/GenerateKernels.h"
+
+#include <cuda_runtime.h>
+
+namespace hgp::gputest {
+namespace {
+
+using namespace fusiontest;
+
+/// The SM architecture to compile for: the device's (sm_90 under the CPU stand-in).
+int deviceArch() {
+  if (cpuStandIn()) return 90;
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return 90;
+  return p.major * 10 + p.minor;
+}
+
+std::optional<EmittedPlan> chainPlan(DType d, const Shape& shape, bool fused) {
+  Graph g(fused ? "fused" : "plain");
+  auto bindings = buildChain(g, d, shape);
+  if (fused) {
+    PassContext ctx;
+    Status st = runPipeline(g, {"fuse-elementwise"}, ctx);
+    EXPECT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(countOps(g, OpKind::FusedElementwise), 1);
+  }
+  auto e = emitStep(g, bindings);
+  if (!e) return e;
+  Status st = generateFusedKernels(e->plan, deviceArch(), /*required=*/true);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  if (!st) return std::nullopt;
+  return e;
+}
+
+RunSpec exactSpec() {
+  RunSpec s;
+  s.tol = 0;
+  s.feed = [](const PlanTensor& t, int run) {
+    std::vector<float> v = feed(t.name, t.type.numElements(), uint64_t(run) + 1);
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  return s;
+}
+
+TEST(CudaFusedElementwise, FusedKernelMatchesTheCpuReferenceBitForBit) {
+  HGP_REQUIRE_CUDA();
+  for (DType d : {DType::F32, DType::BF16, DType::F16})
+    for (Shape shape : {Shape{2, 3, 5, 7}, Shape{4, 8, 16}}) {
+      SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(shape));
+      auto e = chainPlan(d, shape, true);
+      ASSERT_TRUE(e);
+      ASSERT_EQ(e->plan.kernels.size(), 1u);
+      runAndCompare(*e, exactSpec());
+    }
+}
+
+TEST(CudaFusedElementwise, FusedKernelMatchesTheUnfusedCudaOpsBitForBit) {
+  HGP_REQUIRE_CUDA();
+  for (DType d : {DType::F32, DType::BF16, DType::F16})
+    for (Shape shape : {Shape{2, 3, 5, 7}, Shape{4, 8, 16}, Shape{3, 64, 33, 17}}) {
+      SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(shape));
+      auto plain = chainPlan(d, shape, false), fused = chainPlan(d, shape, true);
+      ASSERT_TRUE(plain && fused);
+      for (uint64_t seed : {1, 2}) {
+        BackendOptions o;
+        o.eager = true;
+        auto a = makeGpuBackend(o), b = makeGpuBackend(o);
+        ASSERT_TRUE(a.hasValue() && b.hasValue());
+        auto want = runStep(**a, *plain, seed), got = runStep(**b, *fused, seed);
+        ASSERT_EQ(want.size(), 4u);
+        for (const auto& [name, bytes] : want) EXPECT_TRUE(bytes == got[name]) << name << " differs";
+      }
+    }
+}
+
+TEST(CudaFusedElementwise, ACubinForAnotherArchitectureIsRefusedAtLoad) {
+  HGP_REQUIRE_CUDA();
+  if (cpuStandIn()) GTEST_SKIP() << "the CPU stand-in loads no kernels";
+  Graph g("fused");
+  auto bindings = buildChain(g, DType::F32, {4, 8, 16});
+  PassContext ctx;
+  ASSERT_TRUE(runPipeline(g, {"fuse-elementwise"}, ctx).isOk());
+  auto e = emitStep(g, bindings);
+  ASSERT_TRUE(e);
+  int other = deviceArch() == 80 ? 90 : 80;
+  ASSERT_TRUE(generateFusedKernels(e->plan, other, true).isOk());
+  auto b = makeGpuBackend({});
+  ASSERT_TRUE(b.hasValue());
+  Status st = (*b)->load(e->plan, InitData{e->data, {}});
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("sm_" + std::to_string(other)), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("sm_" + std::to_string(deviceArch())), std::string::npos)
+      << st.message();
+}
+
+} // namespace
+} // namespace hgp::gputest

@@ -1,0 +1,137 @@
+// FusedTestGraphs.h - graphs for the fusion tests (unit: FuseElementwiseTest.cpp, GPU:
+// tests/gpu/CudaFusedElementwiseTest.cpp): a chain that uses every op the fused-kernel generator supports,
+// in f32, bf16 or f16, and helpers to emit and run a graph's plan on a backend.
+#pragma once
+
+#include "compiler/plan/PlanEmitter.h"
+#include "passes/Pass.h"
+#include "runtime/Backend.h"
+#include "runtime/plan/Half.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+
+namespace hgp::fusiontest {
+
+inline Value* node(Graph& g, OpKind op, std::vector<Value*> in, AttrMap a = {}) {
+  auto n = g.addNode(op, std::move(in), std::move(a));
+  EXPECT_TRUE(n.hasValue()) << opName(op) << ": " << n.status().toString();
+  return n.hasValue() ? (*n)->output(0) : nullptr;
+}
+
+inline AttrMap alpha(double v) {
+  AttrMap a;
+  a.setFloat("alpha", v);
+  return a;
+}
+
+inline AttrMap bounds(double lo, double hi) {
+  AttrMap a;
+  a.setFloat("min", lo);
+  a.setFloat("max", hi);
+  return a;
+}
+
+inline Value* cast(Graph& g, Value* v, DType to) {
+  if (v->dtype() == to) return v;
+  AttrMap a;
+  a.setString("to", dtypeName(to));
+  return node(g, OpKind::Cast, {v}, a);
+}
+
+/// Inputs a, b, c (f32; the feeds keep c in [0.5, 1.5)), every fusible op once or more in dtype
+/// `d`, results "out.0" (f32), "out.1" (an intermediate also used inside the chain, dtype d),
+/// "out.2" and "out.3" (dtype d). Every node is fusible, so the pass makes one FusedElementwise of it all.
+inline std::map<std::string, std::string> buildChain(Graph& g, DType d, const Shape& shape) {
+  TensorType t{DType::F32, shape};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Value* c = *g.addGraphValue("c", TensorRole::Input, t);
+  Value *A = cast(g, a, d), *B = cast(g, b, d), *C = cast(g, c, d);
+  Value* s = node(g, OpKind::Sum, {A, B, C});
+  Value* r = node(g, OpKind::ReluBwd, {A, s});
+  Value* x = node(g, OpKind::Add, {r, B});
+  Value* u = node(g, OpKind::Relu, {x});
+  Value* l = node(g, OpKind::LeakyRelu, {x}, alpha(0.1));
+  Value* m = node(g, OpKind::Mul, {l, B});
+  Value* e = node(g, OpKind::Sub, {m, u});
+  Value* f = node(g, OpKind::Scale, {e}, alpha(0.3));
+  Value* h = node(g, OpKind::Neg, {f});
+  Value* k = node(g, OpKind::Clip, {h}, bounds(-0.25, 0.35));
+  Value* kb = node(g, OpKind::ClipBwd, {A, h}, bounds(-0.25, 0.35));
+  Value* lb = node(g, OpKind::LeakyReluBwd, {kb, e}, alpha(0.1));
+  Value* q = node(g, OpKind::Div, {node(g, OpKind::Add, {lb, k}), C});
+  Value* y = cast(g, q, DType::F32);
+  AttrMap upper; // a Clip bounded on one side only
+  upper.setFloat("max", 0.2);
+  Value* k2 = node(g, OpKind::Clip, {h}, upper);
+  g.addOutput(y);
+  g.addOutput(x);
+  g.addOutput(k);
+  g.addOutput(k2);
+  return {{"out.0", y->name()}, {"out.1", x->name()}, {"out.2", k->name()}, {"out.3", k2->name()}};
+}
+
+inline int countOps(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const Node* x : g.nodes()) n += x->op() == op;
+  return n;
+}
+
+inline std::optional<EmittedPlan> emitStep(const Graph& g,
+                                           std::map<std::string, std::string> bindings) {
+  EmitOptions eo;
+  eo.modelName = g.name();
+  eo.meta.setString("precision", "fp32");
+  auto e = emitPlan({ProgramSource{"step", &g, std::move(bindings)}}, eo);
+  EXPECT_TRUE(e.hasValue()) << e.status().toString();
+  if (!e.hasValue()) return std::nullopt;
+  return std::move(*e);
+}
+
+/// Feeds a, b uniform in [-1, 1) and c in [0.5, 1.5), with specials (0, -0, 1e-40 subnormal,
+/// values on bf16/f16 rounding ties) sprinkled in; keyed by seed.
+inline std::vector<float> feed(const std::string& name, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003 + std::hash<std::string>()(name));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float x = u(rng);
+    if (name == "c") x = 1.0f + 0.5f * x;
+    else if (i % 17 == 3) x = 0.f;
+    else if (i % 17 == 5) x = -0.f;
+    else if (i % 17 == 7) x = 1.00390625f; // 1 + 2^-8: a bf16 tie
+    else if (i % 17 == 11) x = 1e-40f;
+    v[size_t(i)] = x;
+  }
+  return v;
+}
+
+/// Runs program "step" of `e` on backend `b` once after feeding a, b, c; the bytes of every
+/// binding "out.k".
+inline std::map<std::string, std::vector<uint8_t>> runStep(Backend& be, const EmittedPlan& e,
+                                                           uint64_t seed) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  const Plan& p = e.plan;
+  Status st = be.load(p, InitData{e.data, {}});
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  if (!st) return out;
+  for (const char* name : {"a", "b", "c"}) {
+    int t = p.findTensor(name);
+    std::vector<float> v = feed(name, p.tensors[size_t(t)].type.numElements(), seed);
+    EXPECT_TRUE(be.write(t, v.data()).isOk());
+  }
+  st = be.run("step");
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  for (const auto& [name, t] : p.bindings) {
+    std::vector<uint8_t> bytes(size_t(p.tensors[size_t(t)].bytes()));
+    EXPECT_TRUE(be.read(t, bytes.data()).isOk());
+    out[name] = std::move(bytes);
+  }
+  return out;
+}
+
+} // namespace hgp::fusiontest
