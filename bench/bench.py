@@ -14,7 +14,7 @@ writes of the plan as compiled, so fusion lowers it) over the time and the HBM b
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile,graph-nchw] [--steps 160] [--op-times] [--single-stream]
-        [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
+        [--unfused] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
 
 graph-nchw (bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside the
 channels_last variants, to show what the layout is worth to PyTorch's kernels.
@@ -23,6 +23,9 @@ channels_last variants, to show what the layout is worth to PyTorch's kernels.
 (pinned to the CPUs the timing does not use), while this process times hgpc and the other
 PyTorch variants on GPU 0. Inductor's caches then make the timed torch.compile a cache hit, so
 ten cases fit one device call. Only the warm-up runs on GPU G; every timing runs on GPU 0.
+
+--single-stream and --unfused also time hgpc's plan on one stream and compiled with --no-fuse
+(docs/fusion.md), and add the gains (that time over the default plan's) to the table.
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
@@ -370,6 +373,8 @@ def main():
     ap.add_argument("--single-stream", action="store_true",
                     help="also time hgpc's plan on one stream (--max-streams 1), for the "
                          "scheduling gain")
+    ap.add_argument("--unfused", action="store_true",
+                    help="also time hgpc's plan compiled with --no-fuse, for the fusion gain")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one step per case and predict the step time from it")
     ap.add_argument("--warm-compile-gpu", type=int, default=None,
@@ -421,6 +426,15 @@ def main():
                     r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
                 r["hgpc_single_error"] = str(e)
+        if args.unfused:
+            try:
+                r["hgpc_unfused"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                              extra=("--no-fuse", "--precision", args.precision),
+                                              tag="-nf")
+                if "hgpc" in r:
+                    r["fusion_gain"] = r["hgpc_unfused"]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_unfused_error"] = str(e)
         for mode in modes:
             if mode == "compile" and (spec not in compiled or warmers is not None):
                 continue  # timed after the warm-up, below
@@ -449,6 +463,7 @@ def main():
             r["ratio"] = min(torch_ms) / r["hgpc"]["ms"]
     json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
+    single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s"
              + " | hgpc % of peak FLOP/s | hgpc % of HBM bandwidth | best torch % of peak FLOP/s |",
@@ -461,6 +476,10 @@ def main():
             h1 = r.get("hgpc_single")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["stream_gain"] if "stream_gain" in r else "")
+        if args.unfused:
+            h1 = r.get("hgpc_unfused")
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r["fusion_gain"] if "fusion_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
             cells.append("%.3f" % t["ms"] if t else "error" if "torch_%s_error" % m in r else "-")
