@@ -74,18 +74,31 @@ Status epilogueOf(const KernelArgs& a, size_t residualAt, Epilogue& e) {
   return Status::ok();
 }
 
-/// y = x * alpha[c] + beta[c] over every element of channel c, then the epilogue.
-void applyChannelAffine(const ChannelLayout& l, const float* x, const std::vector<float>& alpha,
-                        const std::vector<float>& beta, const Epilogue& e, float* y) {
+/// One channel's normalization, y = ((x - hi) - lo) * alpha + bias. The mean is split into a
+/// float hi and the float rest lo: x - hi is exact for x near the mean (Sterbenz), so a mean
+/// large against the spread loses nothing; the alternative x * alpha + (bias - mean * alpha)
+/// cancels two large terms and keeps only the float rounding of their difference.
+struct ChannelAffine {
+  float alpha = 1, hi = 0, lo = 0, bias = 0;
+  ChannelAffine() = default;
+  ChannelAffine(double scale, double b, double mean, double var, double eps)
+      : alpha(float(scale / std::sqrt(var + eps))), hi(float(mean)),
+        lo(float(mean - double(float(mean)))), bias(float(b)) {}
+};
+
+/// The affine map over every element of channel c, then the epilogue.
+void applyChannelAffine(const ChannelLayout& l, const float* x,
+                        const std::vector<ChannelAffine>& affine, const Epilogue& e, float* y) {
   parallelFor(l.n * l.c, std::max<int64_t>(1, kElementwiseGrain / l.plane),
               [&](int64_t p0, int64_t p1) {
                 for (int64_t p = p0; p < p1; ++p) {
-                  float al = alpha[size_t(p % l.c)], be = beta[size_t(p % l.c)];
+                  const ChannelAffine& f = affine[size_t(p % l.c)];
                   const float* xp = x + p * l.plane;
                   float* yp = y + p * l.plane;
                   const float* rp = e.residual ? e.residual + p * l.plane : nullptr;
                   for (int64_t j = 0; j < l.plane; ++j) {
-                    float v = xp[j] * al + be;
+                    float d = (xp[j] - f.hi) - f.lo;
+                    float v = d * f.alpha + f.bias;
                     if (rp) v = roundedAs(e.stored, v) + rp[j];
                     yp[j] = e.relu ? relu(v) : v;
                   }
@@ -103,15 +116,11 @@ Status execBatchNorm(KernelArgs& a) {
   const float *scale = a.in[1].f32(), *bias = a.in[2].f32(), *mean = a.in[3].f32(),
               *var = a.in[4].f32();
   double eps = epsilonOf(a);
-  std::vector<float> alpha(size_t(l.c)), beta(size_t(l.c));
-  for (int64_t c = 0; c < l.c; ++c) {
-    double al = double(scale[c]) / std::sqrt(double(var[c]) + eps);
-    alpha[size_t(c)] = float(al);
-    beta[size_t(c)] = float(double(bias[c]) - double(mean[c]) * al);
-  }
+  std::vector<ChannelAffine> affine(size_t(l.c));
+  for (int64_t c = 0; c < l.c; ++c) affine[size_t(c)] = {scale[c], bias[c], mean[c], var[c], eps};
   Epilogue e;
   HGP_TRY(epilogueOf(a, 5, e));
-  applyChannelAffine(l, a.in[0].f32(), alpha, beta, e, a.out[0].f32());
+  applyChannelAffine(l, a.in[0].f32(), affine, e, a.out[0].f32());
   return Status::ok();
 }
 
@@ -125,7 +134,7 @@ Status execBatchNormTrain(KernelArgs& a) {
   const float *x = a.in[0].f32(), *scale = a.in[1].f32(), *bias = a.in[2].f32();
   float *meanOut = a.out[1].f32(), *varOut = a.out[2].f32();
   double eps = epsilonOf(a);
-  std::vector<float> alpha(size_t(l.c)), beta(size_t(l.c));
+  std::vector<ChannelAffine> affine(size_t(l.c));
   parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       // Two passes: the mean, then the biased variance around it.
@@ -140,16 +149,14 @@ Status execBatchNormTrain(KernelArgs& a) {
           sq += d * d;
         }
       double var = sq / double(l.count());
-      double al = double(scale[c]) / std::sqrt(var + eps);
-      alpha[size_t(c)] = float(al);
-      beta[size_t(c)] = float(double(bias[c]) - mean * al);
+      affine[size_t(c)] = {scale[c], bias[c], mean, var, eps};
       meanOut[c] = float(mean);
       varOut[c] = float(var);
     }
   });
   Epilogue e;
   HGP_TRY(epilogueOf(a, 3, e));
-  applyChannelAffine(l, x, alpha, beta, e, a.out[0].f32());
+  applyChannelAffine(l, x, affine, e, a.out[0].f32());
   return Status::ok();
 }
 

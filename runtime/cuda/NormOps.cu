@@ -5,8 +5,8 @@
 // (bnPartialsKernel: sum(x - K) and sum((x - K)^2), shifted by the channel's first element K so
 // that a large mean does not cancel the variance away), a per-channel finalize that adds the
 // parts in a fixed order in double and writes the mean, the biased variance and the affine
-// coefficients, and an apply pass y = x * alpha[c] + beta[c] rounded exactly as the CPU rounds
-// it. BatchNormBwd is the same shape: sums of dy and dy * (x - mean), a finalize that writes
+// coefficients, and an apply pass y = ((x - hi[c]) - lo[c]) * alpha[c] + bias[c] (the mean split
+// into two floats, so a large mean costs no precision) rounded exactly as the CPU rounds it. BatchNormBwd is the same shape: sums of dy and dy * (x - mean), a finalize that writes
 // dscale, dbias and the coefficients of dx, and an apply pass. Scratch (partials, coefficients)
 // is the step's own (stepScratch). Mixed precision: X, Y, dY, dX, the residual and Z may be bf16
 // or f16 (read as float, rounded once on store); scale, bias and every statistic stay f32, as in
@@ -248,28 +248,42 @@ Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const BnSplit&
 
 // ---- Forward -------------------------------------------------------------------------------
 
-/// y = x * alpha[c] + beta[c], two roundings (no FMA), as the CPU computes it; then the fused
-/// epilogue: + residual (after rounding to T, as the unfused Y was stored), relu.
+/// One channel's normalization, y = ((x - hi) - lo) * alpha + bias, as the CPU computes it
+/// (runtime/cpu/NormOps.cpp): the mean split into a float hi and rest lo, so x - hi is exact near
+/// the mean and a mean large against the spread costs no precision.
+struct BnAffine {
+  float alpha, hi, lo, bias;
+};
+
+__device__ __forceinline__ BnAffine bnAffine(double scale, double bias, double mean, double var,
+                                             double eps) {
+  float hi = float(mean);
+  return {float(scale / sqrt(var + eps)), hi, float(mean - double(hi)), float(bias)};
+}
+
+/// The affine map with the CPU's roundings (no FMA); then the fused epilogue: + residual (after
+/// rounding to T, as the unfused Y was stored), relu.
 template <typename T> struct AffineApply {
   const T* x;
-  const float *alpha, *beta;
+  const BnAffine* affine;
   const T* residual; ///< Null unless fused with a residual Add.
   bool relu;
   T* y;
-  __device__ __forceinline__ float at(float v, float al, float be, float r) const {
-    float b = __fadd_rn(__fmul_rn(v, al), be);
+  __device__ __forceinline__ float at(float v, const BnAffine& f, float r) const {
+    float b = __fadd_rn(__fmul_rn(__fsub_rn(__fsub_rn(v, f.hi), f.lo), f.alpha), f.bias);
     if (residual) b = __fadd_rn(toFloat(fromFloat<T>(b)), r);
     return relu ? reluOf(b) : b;
   }
   __device__ void one(int64_t c, int64_t i) const {
-    y[i] = fromFloat<T>(at(toFloat(x[i]), alpha[c], beta[c], residual ? toFloat(residual[i]) : 0.f));
+    y[i] = fromFloat<T>(at(toFloat(x[i]), affine[c], residual ? toFloat(residual[i]) : 0.f));
   }
   template <int N> __device__ void vec(int64_t c, int64_t i) const {
-    float al = alpha[c], be = beta[c], v[N], r[N];
+    BnAffine f = affine[c];
+    float v[N], r[N];
     loadVec<N>(x + i, v);
     if (residual) loadVec<N>(residual + i, r);
 #pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = at(v[k], al, be, residual ? r[k] : 0.f);
+    for (int k = 0; k < N; ++k) v[k] = at(v[k], f, residual ? r[k] : 0.f);
     storeVec<N>(y + i, v);
   }
 };
@@ -303,8 +317,7 @@ template <typename T> struct StatsSums {
 template <typename T>
 __global__ void statsFinalizeKernel(ChannelShape s, int parts, const double* partials,
                                     const T* x, const float* scale, const float* bias,
-                                    double eps, float* meanOut, float* varOut, float* alpha,
-                                    float* beta) {
+                                    double eps, float* meanOut, float* varOut, BnAffine* affine) {
   HGP_GRID_LOOP(c, s.channels) {
     double sum[2];
     sumParts<2>(partials, parts, c, sum);
@@ -312,9 +325,7 @@ __global__ void statsFinalizeKernel(ChannelShape s, int parts, const double* par
     double mean = k + sum[0] / n;
     double var = (sum[1] - sum[0] * sum[0] / n) / n;
     if (var < 0) var = 0;
-    double al = double(scale[c]) / sqrt(var + eps);
-    alpha[c] = float(al);
-    beta[c] = float(double(bias[c]) - mean * al);
+    affine[c] = bnAffine(scale[c], bias[c], mean, var, eps);
     meanOut[c] = float(mean);
     varOut[c] = float(var);
   }
@@ -322,12 +333,8 @@ __global__ void statsFinalizeKernel(ChannelShape s, int parts, const double* par
 
 __global__ void inferenceCoefficientsKernel(int64_t channels, const float* scale, const float* bias,
                                             const float* mean, const float* var, double eps,
-                                            float* alpha, float* beta) {
-  HGP_GRID_LOOP(c, channels) {
-    double al = double(scale[c]) / sqrt(double(var[c]) + eps);
-    alpha[c] = float(al);
-    beta[c] = float(double(bias[c]) - double(mean[c]) * al);
-  }
+                                            BnAffine* affine) {
+  HGP_GRID_LOOP(c, channels) affine[c] = bnAffine(scale[c], bias[c], mean[c], var[c], eps);
 }
 
 // ---- Backward ------------------------------------------------------------------------------
@@ -512,17 +519,16 @@ template <typename T> Status batchNorm(CudaArgs& a) {
   bool relu = false;
   HGP_TRY(reluOf(a, relu));
   ChannelShape s = channelShapeOf(*a.in[0].shape);
-  float* coef;
-  HGP_TRY(stepScratch(a, size_t(2 * s.channels) * sizeof(float), coef));
+  BnAffine* affine;
+  HGP_TRY(stepScratch(a, size_t(s.channels) * sizeof(BnAffine), affine));
   double eps = a.attrs().getFloat("epsilon", 1e-5);
   inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-      s.channels, a.in[1].f32(), a.in[2].f32(), a.in[3].f32(), a.in[4].f32(), eps, coef,
-      coef + s.channels);
+      s.channels, a.in[1].f32(), a.in[2].f32(), a.in[3].f32(), a.in[4].f32(), eps, affine);
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
   int width = vectorWidth<T>(s.inner, {a.in[0].data, a.out[0].data});
   return launchChannelMap<T>(a, s, width,
-                             AffineApply<T>{a.in[0].as<T>(), coef, coef + s.channels, nullptr,
-                                            relu, a.out[0].as<T>()});
+                             AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu,
+                                            a.out[0].as<T>()});
 }
 
 template <typename T> Status batchNormTrain(CudaArgs& a) {
@@ -547,17 +553,16 @@ template <typename T> Status batchNormTrain(CudaArgs& a) {
   BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {x}));
   size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
   double* partials;
-  HGP_TRY(stepScratch(a, partialBytes + size_t(2 * s.channels) * sizeof(float) + 16, partials));
-  float* alpha = reinterpret_cast<float*>(reinterpret_cast<char*>(partials) + partialBytes);
-  float* beta = alpha + s.channels;
+  HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BnAffine), partials));
+  auto* affine = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(partials) + partialBytes);
   HGP_TRY(launchBnPartials<T>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
   statsFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.parts, partials, x, a.in[1].f32(), a.in[2].f32(), a.attrs().getFloat("epsilon", 1e-5),
-      a.out[1].f32(), a.out[2].f32(), alpha, beta);
+      a.out[1].f32(), a.out[2].f32(), affine);
   HGP_TRY(checkLaunch(a, "statsFinalizeKernel"));
   int width = vectorWidth<T>(s.inner, {x, a.out[0].data, residual});
   return launchChannelMap<T>(a, s, width,
-                             AffineApply<T>{x, alpha, beta, residual, relu, a.out[0].as<T>()});
+                             AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>()});
 }
 
 template <typename T> Status batchNormBwd(CudaArgs& a) {
