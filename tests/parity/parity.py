@@ -15,7 +15,10 @@ implementation can avoid, both checked against a float64 PyTorch run as the exac
   weight's row for one output channel, one BN bias), and, more weakly, the gradients of every
   layer before it. Adam does the same to a gradient element that is nearly zero: its first step
   is a full learning rate of whatever sign the rounding gave. So a tensor also passes when at
-  most one element, or 2% of its elements, are off by more than 1e-3 of its largest value; once such a kink difference is seen after the first step, the other
+  most two elements, or 2% of its elements, are off by more than 1e-3 of its largest value
+  (AdamW's first step on Inception-v3 flips 3 of the 128 elements of one BN bias, each against
+  float64 too, and which ones depends on the last bit of the forward BatchNorm's rounding);
+  once such a kink difference is seen after the first step, the other
   tensors of that step are held to 1e-2; and losses after the first step are held to 1e-3, or
   1e-2 after a kink difference (Adam turns it into a full step of the other sign for each
   element it touches).
@@ -91,10 +94,10 @@ def relmax(a, b):
 
 def off_fraction(a, b):
     """The fraction of elements off by more than WEIGHT_TOL of the tensor's largest value, not
-    counting one element (a kink, or a near-zero gradient that Adam turns into a full step of
-    either sign, can hit a single channel of a small tensor)."""
+    counting two elements (a kink, or a near-zero gradient that Adam turns into a full step of
+    either sign, can hit a channel or two of a small tensor)."""
     off = int((np.abs(a - b) > WEIGHT_TOL * max(float(np.abs(b).max()), 1e-12)).sum())
-    return max(off - 1, 0) / a.size
+    return max(off - 2, 0) / a.size
 
 
 def rel_l2(a, b, names):
