@@ -58,17 +58,9 @@ bool isUnfused(const Node* n) {
   return n->attrs().getString("activation", "none") == "none";
 }
 
-/// Whether `v` is a graph output or takes part in a carry: then it must stay.
-bool escapes(const Graph& g, const Value* v) {
-  if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return true;
-  for (const Carry& c : g.carries())
-    if (c.state == v || c.next == v) return true;
-  return false;
-}
-
 /// The only reader of `v` when it has exactly one (reading it once) and does not escape.
 Node* soleUser(const Graph& g, const Value* v) {
-  if (v->users().size() != 1 || escapes(g, v)) return nullptr;
+  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
   return v->users()[0];
 }
 
@@ -152,7 +144,7 @@ private:
 
   Status fuseBackward(Node* reluBwd) {
     Value* g = reluBwd->output(0);
-    if (g->users().empty() || escapes(g_, g)) return Status::ok();
+    if (g->users().empty() || escapesGraph(g_, g)) return Status::ok();
     // The first BatchNormBwd (in program order) that reads G as its dY absorbs the ReluBwd.
     Node* bwd = nullptr;
     for (const Node* n : g_.nodes())

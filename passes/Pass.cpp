@@ -2,6 +2,8 @@
 
 #include "compiler/ir/Printer.h"
 
+#include <algorithm>
+
 namespace hgp {
 
 const std::vector<PassInfo>& allPasses() {
@@ -47,6 +49,13 @@ std::vector<std::string> evalPipeline() {
 std::vector<std::string> withoutFusion(std::vector<std::string> pipeline) {
   std::erase_if(pipeline, [](const std::string& p) { return p.rfind("fuse-", 0) == 0; });
   return pipeline;
+}
+
+bool escapesGraph(const Graph& g, const Value* v) {
+  if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return true;
+  for (const Carry& c : g.carries())
+    if (c.state == v || c.next == v) return true;
+  return false;
 }
 
 Status TrainOptions::validate() const {

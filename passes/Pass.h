@@ -103,4 +103,7 @@ std::vector<std::string> evalPipeline();
 /// `pipeline` without its fusion passes (every pass named fuse-*): `hgpc --no-fuse`.
 std::vector<std::string> withoutFusion(std::vector<std::string> pipeline);
 
+/// Whether `v` is a graph output or takes part in a carry: a rewrite must keep it.
+bool escapesGraph(const Graph& g, const Value* v);
+
 } // namespace hgp

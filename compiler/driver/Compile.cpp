@@ -54,12 +54,13 @@ std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType 
   return pipeline;
 }
 
-/// The pipeline with fuse-elementwise appended (the last pass: it runs after autodiff and the
-/// optimizer, and after fuse-batch-norm, on whatever elementwise chains remain), or, with
-/// --no-fuse, the pipeline without any fuse-* pass.
+/// The pipeline with fuse-elementwise and fuse-casts appended (they run after autodiff and the
+/// optimizer, and after fuse-batch-norm: on whatever elementwise chains remain, then on the
+/// parameter casts), or, with --no-fuse, the pipeline without any fuse-* pass.
 std::vector<std::string> withFusion(std::vector<std::string> pipeline, bool fuse) {
   if (!fuse) return withoutFusion(std::move(pipeline));
   pipeline.push_back("fuse-elementwise");
+  pipeline.push_back("fuse-casts");
   return pipeline;
 }
 

@@ -80,9 +80,10 @@ public:
       args.out.reserve(step.outputs.size());
       for (int i : step.inputs) args.in.push_back(views_[size_t(i)]);
       for (int o : step.outputs) args.out.push_back(views_[size_t(o)]);
-      // Cast and FusedElementwise read and write 16-bit storage themselves (the fused program
-      // rounds each intermediate where the unfused ops did).
-      if (step.op == OpKind::Cast || step.op == OpKind::FusedElementwise || !touchesHalf(args)) {
+      // Cast, CastGroup and FusedElementwise read and write 16-bit storage themselves (the fused
+      // program rounds each intermediate where the unfused ops did).
+      if (step.op == OpKind::Cast || step.op == OpKind::CastGroup ||
+          step.op == OpKind::FusedElementwise || !touchesHalf(args)) {
         HGP_TRY(kExec[int(step.op)](args));
         continue;
       }

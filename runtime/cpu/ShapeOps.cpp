@@ -286,13 +286,14 @@ Status execExpand(KernelArgs& a) {
   return Status::ok();
 }
 
-Status execCast(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  const TensorView &x = a.in[0], &y = a.out[0];
+namespace {
+
+/// y = x converted to y's dtype (f32, bf16 or f16), rounded to nearest even when narrowing.
+/// `to` is the attribute's dtype; the backend may hand a 16-bit result over as its f32
+/// widening, which it rounds on store.
+Status castInto(const KernelArgs& a, const TensorView& x, const TensorView& y, DType to) {
   if (*x.shape != *y.shape) return a.fail("Cast changes the shape");
-  Expected<DType> to = parseDType(a.attrs().getString("to"));
-  // The backend may hand a 16-bit result over as its f32 widening; it rounds on store.
-  if (!to || (*to != y.dtype && y.dtype != DType::F32)) return a.fail("result dtype is not 'to'");
+  if (to != y.dtype && y.dtype != DType::F32) return a.fail("result dtype is not 'to'");
   auto floatOk = [](DType t) { return t == DType::F32 || isHalfDType(t); };
   if (!floatOk(x.dtype) || !floatOk(y.dtype)) return a.fail("Cast supports f32, bf16 and f16 only");
   parallelElementwise(x.numel(), [&](int64_t b, int64_t e) {
@@ -302,6 +303,24 @@ Status execCast(KernelArgs& a) {
       else storeHalf(y.dtype, y.as<uint16_t>(), i, v);
     }
   });
+  return Status::ok();
+}
+
+} // namespace
+
+Status execCast(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  Expected<DType> to = parseDType(a.attrs().getString("to"));
+  if (!to) return a.fail("attribute 'to' is not a dtype");
+  return castInto(a, a.in[0], a.out[0], *to);
+}
+
+Status execCastGroup(KernelArgs& a) {
+  if (a.in.empty() || a.in.size() != a.out.size())
+    return a.fail("CastGroup needs as many results as operands, at least one");
+  Expected<DType> to = parseDType(a.attrs().getString("to"));
+  if (!to) return a.fail("attribute 'to' is not a dtype");
+  for (size_t k = 0; k < a.in.size(); ++k) HGP_TRY(castInto(a, a.in[k], a.out[k], *to));
   return Status::ok();
 }
 

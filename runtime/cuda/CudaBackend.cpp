@@ -68,6 +68,7 @@ constexpr size_t kCublasWorkspace = size_t(32) << 20;
 bool executesHalf(OpKind op) {
   switch (op) {
   case OpKind::Cast:
+  case OpKind::CastGroup:
   case OpKind::Conv:
   case OpKind::ConvTranspose:
   case OpKind::ConvBwdData:

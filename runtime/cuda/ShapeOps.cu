@@ -424,6 +424,29 @@ template <typename From, typename To>
 __global__ void castKernel(const From* x, To* y, int64_t n) {
   HGP_GRID_LOOP(i, n) y[i] = fromFloat<To>(toFloat(x[i]));
 }
+
+/// Up to kCastBatch tensors of a CastGroup, passed by value (about 2 KB of kernel parameters),
+/// so the launch needs no device table. Tensor k owns blocks [first[k], first[k + 1]), each
+/// converting kCastChunk consecutive elements.
+constexpr int kCastBatch = 64;
+constexpr int kCastChunk = kBlock * 8;
+struct CastBatch {
+  const void* x[kCastBatch];
+  void* y[kCastBatch];
+  int64_t n[kCastBatch];
+  int64_t first[kCastBatch + 1];
+  int count;
+};
+
+template <typename From, typename To> __global__ void castGroupKernel(CastBatch b) {
+  int64_t block = blockIdx.x;
+  int k = 0;
+  while (k + 1 < b.count && b.first[k + 1] <= block) ++k;
+  const From* x = static_cast<const From*>(b.x[k]);
+  To* y = static_cast<To*>(b.y[k]);
+  int64_t begin = (block - b.first[k]) * kCastChunk, end = min(b.n[k], begin + kCastChunk);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) y[i] = fromFloat<To>(toFloat(x[i]));
+}
 } // namespace
 
 Status execCast(CudaArgs& a) {
@@ -442,6 +465,37 @@ Status execCast(CudaArgs& a) {
       castKernel<From, To><<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<From>(),
                                                                       a.out[0].as<To>(), n);
       return checkLaunch(a, "castKernel");
+    });
+  });
+}
+
+Status execCastGroup(CudaArgs& a) {
+  if (a.in.empty() || a.in.size() != a.out.size())
+    return a.fail("CastGroup needs as many results as operands, at least one");
+  const std::string to = a.attrs().getString("to");
+  for (size_t k = 0; k < a.in.size(); ++k) {
+    HGP_TRY(checkFloat(a, a.in[k], "X"));
+    HGP_TRY(checkDType(a, a.in[k], a.in[0].dtype, "X"));
+    HGP_TRY(checkShape(a, a.out[k], *a.in[k].shape, "Y"));
+    if (to != dtypeName(a.out[k].dtype)) return a.fail("a result is not of dtype 'to'");
+  }
+  return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
+    using From = decltype(from);
+    return dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+      using To = decltype(t);
+      for (size_t base = 0; base < a.in.size(); base += kCastBatch) {
+        CastBatch b{};
+        b.count = int(std::min<size_t>(kCastBatch, a.in.size() - base));
+        for (int k = 0; k < b.count; ++k) {
+          b.x[k] = a.in[base + size_t(k)].data;
+          b.y[k] = a.out[base + size_t(k)].data;
+          b.n[k] = a.in[base + size_t(k)].numel();
+          b.first[k + 1] = b.first[k] + std::max<int64_t>(1, (b.n[k] + kCastChunk - 1) / kCastChunk);
+        }
+        castGroupKernel<From, To><<<unsigned(b.first[b.count]), kBlock, 0, a.stream>>>(b);
+        HGP_TRY(checkLaunch(a, "castGroupKernel"));
+      }
+      return Status::ok();
     });
   });
 }

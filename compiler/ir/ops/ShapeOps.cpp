@@ -163,4 +163,21 @@ Status inferCast(InferContext& ctx) {
   return Status::ok();
 }
 
+Status inferCastGroup(InferContext& ctx) {
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    HGP_TRY(requireFloat(ctx, i, "input"));
+    if (ctx.in(i).dtype != ctx.in(0).dtype)
+      return ctx.fail("CastGroup operands must share one dtype; operand " + std::to_string(i) +
+                      " is " + dtypeName(ctx.in(i).dtype) + ", operand 0 " +
+                      dtypeName(ctx.in(0).dtype));
+  }
+  std::string to = ctx.attrs.getString("to");
+  Expected<DType> t = parseDType(to);
+  if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::F16))
+    return ctx.fail("CastGroup to '" + to + "': only f32, bf16 and f16 are supported");
+  ctx.outputs.clear();
+  for (size_t i = 0; i < ctx.numInputs(); ++i) ctx.outputs.push_back({*t, ctx.in(i).shape});
+  return Status::ok();
+}
+
 } // namespace hgp
