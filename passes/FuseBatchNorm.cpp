@@ -128,7 +128,7 @@ private:
     // The fused results take over the Relu's output and the BatchNorm's statistics, names too.
     std::vector<std::pair<Value*, Value*>> take = {{relu->output(0), (*fused)->output(0)}};
     for (size_t i = 1; i < bn->numOutputs(); ++i) take.push_back({bn->output(i), (*fused)->output(i)});
-    HGP_TRY(replace(take, dead));
+    HGP_TRY(takeOverValues(g_, ctx_, take, dead));
     ++ctx_.stats[residual ? "fuse-batch-norm.add-relu" : "fuse-batch-norm.relu"];
     return Status::ok();
   }
@@ -169,27 +169,10 @@ private:
     std::vector<std::pair<Value*, Value*>> take;
     for (size_t i = 0; i < bwd->numOutputs(); ++i) take.push_back({bwd->output(i), (*fused)->output(i)});
     // The BatchNormBwd goes first, so that G's remaining readers are the others.
-    HGP_TRY(replace(take, {bwd}));
-    if (shared) HGP_TRY(replace({{g, (*fused)->output(3)}}, {reluBwd}));
+    HGP_TRY(takeOverValues(g_, ctx_, take, {bwd}));
+    if (shared) HGP_TRY(takeOverValues(g_, ctx_, {{g, (*fused)->output(3)}}, {reluBwd}));
     else HGP_TRY(g_.eraseNode(reluBwd));
     ++ctx_.stats[shared ? "fuse-batch-norm.bwd-relu-shared" : "fuse-batch-norm.bwd-relu"];
-    return Status::ok();
-  }
-
-  /// Moves every reader (and the name, and the context's parameter-gradient entry) of each old
-  /// value to its new one, then erases `dead` (readers first).
-  Status replace(const std::vector<std::pair<Value*, Value*>>& take, const std::vector<Node*>& dead) {
-    std::vector<std::pair<Value*, std::string>> names;
-    for (auto& [from, to] : take) {
-      g_.replaceAllUsesWith(from, to);
-      to->setRole(from->role());
-      names.push_back({to, from->name()});
-      // The passes after autodiff find the parameter gradients through the context.
-      for (auto& pg : ctx_.paramGrads)
-        if (pg.second == from) pg.second = to;
-    }
-    for (Node* n : dead) HGP_TRY(g_.eraseNode(n));
-    for (auto& [v, name] : names) HGP_TRY(g_.renameValue(v, name));
     return Status::ok();
   }
 

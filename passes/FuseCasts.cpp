@@ -86,16 +86,9 @@ private:
     auto grouped = g_.addNode(OpKind::CastGroup, inputs, attrs, name, int(casts.size()));
     g_.setInsertionPoint(nullptr);
     HGP_TRY(grouped.status());
-    for (size_t k = 0; k < casts.size(); ++k) {
-      Value *from = casts[k]->output(0), *into = (*grouped)->output(k);
-      g_.replaceAllUsesWith(from, into);
-      into->setRole(from->role());
-      for (auto& pg : ctx_.paramGrads)
-        if (pg.second == from) pg.second = into;
-      std::string valueName = from->name();
-      HGP_TRY(g_.eraseNode(casts[k]));
-      HGP_TRY(g_.renameValue(into, valueName));
-    }
+    std::vector<std::pair<Value*, Value*>> take;
+    for (size_t k = 0; k < casts.size(); ++k) take.push_back({casts[k]->output(0), (*grouped)->output(k)});
+    HGP_TRY(takeOverValues(g_, ctx_, take, casts));
     return Status::ok();
   }
 

@@ -58,6 +58,22 @@ bool escapesGraph(const Graph& g, const Value* v) {
   return false;
 }
 
+Status takeOverValues(Graph& g, PassContext& ctx,
+                      const std::vector<std::pair<Value*, Value*>>& take,
+                      const std::vector<Node*>& dead) {
+  std::vector<std::pair<Value*, std::string>> names;
+  for (auto& [from, to] : take) {
+    g.replaceAllUsesWith(from, to);
+    to->setRole(from->role());
+    names.push_back({to, from->name()});
+    for (auto& pg : ctx.paramGrads)
+      if (pg.second == from) pg.second = to;
+  }
+  for (Node* n : dead) HGP_TRY(g.eraseNode(n));
+  for (auto& [v, name] : names) HGP_TRY(g.renameValue(v, name));
+  return Status::ok();
+}
+
 Status TrainOptions::validate() const {
   auto bad = [](const std::string& m) { return Status(ErrorCode::Usage, m); };
   if (loss != "cross-entropy" && loss != "mse")

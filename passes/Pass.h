@@ -106,4 +106,11 @@ std::vector<std::string> withoutFusion(std::vector<std::string> pipeline);
 /// Whether `v` is a graph output or takes part in a carry: a rewrite must keep it.
 bool escapesGraph(const Graph& g, const Value* v);
 
+/// For a rewrite that makes new values stand for old ones: moves every reader of each old value
+/// (and its role, its name, and its entry in ctx.paramGrads, which the passes after autodiff
+/// read) to the new one, then erases `dead`, readers first.
+Status takeOverValues(Graph& g, PassContext& ctx,
+                      const std::vector<std::pair<Value*, Value*>>& take,
+                      const std::vector<Node*>& dead);
+
 } // namespace hgp
