@@ -57,15 +57,14 @@ from make_lenet5 import LeNet5  # noqa: E402
 
 # name -> (constructor, input shape, batch). Inputs are small, but large enough that BatchNorm
 # normalizes over at least 16 values per channel everywhere. VGG and AlexNet need 224 for their
-# adaptive pools to export; they have no BatchNorm, so they train at batch 1 to stay quick
-# (VGG-11 at batch 2 took 5 of `make test`'s 19 minutes on two cores).
+# adaptive pools to export; they have no BatchNorm, so they train at batch 1 to stay quick.
 MODELS = {
     "lenet5": (lambda: LeNet5(), (1, 28, 28), 4),
     "resnet18": (lambda: tvm.resnet18(num_classes=10), (3, 64, 64), 4),
     "mobilenet_v2": (lambda: tvm.mobilenet_v2(num_classes=10), (3, 64, 64), 4),
     "googlenet": (lambda: tvm.googlenet(num_classes=10, aux_logits=True, init_weights=True), (3, 64, 64), 4),
     "alexnet": (lambda: tvm.alexnet(num_classes=10), (3, 224, 224), 1),
-    "vgg11": (lambda: tvm.vgg11(num_classes=10), (3, 224, 224), 1),
+    "vgg11": (lambda: tvm.vgg11(num_classes=10), (3, 224, 224), 2),
     "squeezenet1_1": (lambda: tvm.squeezenet1_1(num_classes=10), (3, 64, 64), 4),
     "densenet121": (lambda: tvm.densenet121(num_classes=10), (3, 64, 64), 4),
     # Its auxiliary head needs 299x299 inputs (a 5x5 convolution after Mixed_6e); GoogLeNet covers
