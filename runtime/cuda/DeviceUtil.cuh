@@ -265,6 +265,15 @@ struct ChannelShape {
   __host__ __device__ int64_t count() const { return outer * inner; }
 };
 
+/// N, C and the product of the spatial dims of an [N, C, *S] shape.
+inline ChannelShape channelShapeOf(const Shape& s) {
+  ChannelShape c;
+  c.outer = s[0];
+  c.channels = s[1];
+  for (size_t i = 2; i < s.size(); ++i) c.inner *= s[i];
+  return c;
+}
+
 struct ChannelSplit {
   int parts = 1;
   int64_t chunk = 0; ///< Elements per part (a multiple of 4 when vectorized).
