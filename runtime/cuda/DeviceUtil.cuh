@@ -212,6 +212,64 @@ template <typename T> struct Pack16B {
   __device__ Pack16B() {}
 };
 
+// ---- Vector access -------------------------------------------------------------------------
+
+/// Elements of one 16-byte access: 4 f32 or 8 bf16/f16.
+template <typename T> constexpr int kVec = int(16 / sizeof(T));
+
+/// The raw type of an access of `Bytes` bytes.
+template <int Bytes> struct RawOf;
+template <> struct RawOf<16> { using type = uint4; };
+template <> struct RawOf<8> { using type = uint2; };
+template <> struct RawOf<4> { using type = uint32_t; };
+template <> struct RawOf<2> { using type = uint16_t; };
+template <> struct RawOf<1> { using type = uint8_t; };
+
+/// N elements of T loaded or stored as one access.
+template <typename T, int N> struct PackN {
+  union {
+    typename RawOf<int(N * sizeof(T))>::type raw;
+    T e[N];
+  };
+  __device__ PackN() {}
+};
+
+template <int N, typename T> __device__ __forceinline__ PackN<T, N> loadPack(const T* p) {
+  PackN<T, N> pk;
+  pk.raw = *reinterpret_cast<const decltype(pk.raw)*>(p);
+  return pk;
+}
+
+template <int N, typename T> __device__ __forceinline__ void loadVec(const T* p, float (&v)[N]) {
+  PackN<T, N> pk = loadPack<N>(p);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = toFloat(pk.e[k]);
+}
+
+template <int N, typename T> __device__ __forceinline__ void storeVec(T* p, const float (&v)[N]) {
+  PackN<T, N> pk;
+#pragma unroll
+  for (int k = 0; k < N; ++k) pk.e[k] = fromFloat<T>(v[k]);
+  *reinterpret_cast<decltype(pk.raw)*>(p) = pk.raw;
+}
+
+/// Whether every (possibly null) pointer is aligned to `bytes`.
+inline bool alignedTo(size_t bytes, std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) % bytes) return false;
+  return true;
+}
+
+/// The widest access a pass over contiguous runs of `inner` elements of T can use: 16 bytes when
+/// the run is a multiple of 16 bytes' worth of elements, else 8 bytes for 16-bit data when it is
+/// a multiple of 4 (ResNet's 14x14 planes in bf16), else one element; the data must be aligned
+/// to the access.
+template <typename T> int vectorWidth(int64_t inner, std::initializer_list<const void*> ps) {
+  if (inner % kVec<T> == 0 && alignedTo(16, ps)) return kVec<T>;
+  if (sizeof(T) == 2 && inner % 4 == 0 && alignedTo(8, ps)) return 4;
+  return 1;
+}
+
 // ---- Device helpers ------------------------------------------------------------------------
 
 #define HGP_GRID_LOOP(i, n)                                                                        \
@@ -347,6 +405,77 @@ __device__ __forceinline__ void sumParts(const double* partials, int parts, int6
   for (int k = 0; k < NV; ++k) out[k] = 0.0;
   for (int p = 0; p < parts; ++p)
     for (int k = 0; k < NV; ++k) out[k] += partials[(c * parts + p) * NV + k];
+}
+
+// ---- Channels-last operands ----------------------------------------------------------------
+//
+// An op with layout="nhwc" stores its rank-4 operands and results channels-last, [N, H, W, C]
+// (the NCHW shape permuted by (0, 2, 3, 1)); per-channel operands stay [C]. A pass over such a
+// tensor sees an [M, C] row-major matrix (M = N * H * W) and runs its threads along C, so that
+// neighbouring threads touch neighbouring channels and each thread keeps the same channels from
+// row to row (NhwcTiling).
+
+/// Reads layout= ("nchw", the default, or "nhwc").
+inline Status readLayout(const CudaArgs& a, bool& nhwc) {
+  std::string l = a.attrs().getString("layout", "nchw");
+  if (l != "nchw" && l != "nhwc") return a.fail("unknown layout '" + l + "'");
+  nhwc = l == "nhwc";
+  return Status::ok();
+}
+
+/// The NCHW shape of a rank-4 NHWC shape, and back.
+inline Shape nchwOf(const Shape& s) {
+  return {s[0], s[3], s[1], s[2]};
+}
+inline Shape nhwcOf(const Shape& s) {
+  return {s[0], s[2], s[3], s[1]};
+}
+
+/// The threads of a pass over an [M, C] matrix in vectors of V channels: a block is
+/// rowsPerBlock rows of `cols` consecutive channel vectors (thread t takes column t % cols of row
+/// t / cols), so that a warp reads contiguous memory; the grid's y dim tiles the C / V vectors of
+/// a row, its x dim goes down the rows.
+struct NhwcTiling {
+  uint32_t rows = 0, channels = 0;
+  uint32_t vecs = 1;         ///< Channel vectors per row: C / V.
+  uint32_t cols = 1;         ///< Channel vectors per block.
+  uint32_t rowsPerBlock = 1; ///< kBlock / cols.
+  uint32_t rowHalf = 0;      ///< Half the power of two at or above rowsPerBlock (tree sums).
+  uint32_t tiles = 1;        ///< Blocks across a row: ceil(vecs / cols).
+  unsigned threads() const { return cols * rowsPerBlock; }
+};
+
+/// Rows of up to 64 vectors go whole into a block; wider rows in tiles of 32 to 64 vectors
+/// (512 bytes or more per warp), a tile that divides the row when there is one. Needs
+/// rows, channels >= 1 and channels % V == 0.
+inline NhwcTiling nhwcTiling(int64_t rows, int64_t channels, int V) {
+  NhwcTiling t;
+  t.rows = uint32_t(rows);
+  t.channels = uint32_t(channels);
+  t.vecs = uint32_t(channels / V);
+  t.cols = t.vecs;
+  if (t.vecs > 64) {
+    t.cols = 32;
+    for (uint32_t d = 64; d > 32; --d)
+      if (t.vecs % d == 0) {
+        t.cols = d;
+        break;
+      }
+  }
+  t.rowsPerBlock = uint32_t(kBlock) / t.cols;
+  uint32_t p = 1;
+  while (p < t.rowsPerBlock) p <<= 1;
+  t.rowHalf = p / 2;
+  t.tiles = (t.vecs + t.cols - 1) / t.cols;
+  return t;
+}
+
+/// Blocks of `threads` threads of `kernel` that one multiprocessor holds at once (at least 1).
+template <typename K> Status residentBlocks(K kernel, int threads, int& n) {
+  n = 0;
+  HGP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
+  if (n < 1) n = 1;
+  return Status::ok();
 }
 
 // ---- Device tables -------------------------------------------------------------------------

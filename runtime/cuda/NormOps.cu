@@ -74,54 +74,6 @@ struct FastDiv {
   }
 };
 
-/// Elements of one 16-byte access: 4 f32 or 8 bf16/f16.
-template <typename T> constexpr int kVec = int(16 / sizeof(T));
-
-/// The raw type of an N * sizeof(T)-byte access (16 or 8 bytes).
-template <int Bytes> struct RawOf;
-template <> struct RawOf<16> { using type = uint4; };
-template <> struct RawOf<8> { using type = uint2; };
-
-/// N elements of T loaded or stored as one access.
-template <typename T, int N> struct PackN {
-  union {
-    typename RawOf<int(N * sizeof(T))>::type raw;
-    T e[N];
-  };
-  __device__ PackN() {}
-};
-
-template <int N, typename T> __device__ __forceinline__ void loadVec(const T* p, float (&v)[N]) {
-  PackN<T, N> pk;
-  pk.raw = *reinterpret_cast<const decltype(pk.raw)*>(p);
-#pragma unroll
-  for (int k = 0; k < N; ++k) v[k] = toFloat(pk.e[k]);
-}
-
-template <int N, typename T> __device__ __forceinline__ void storeVec(T* p, const float (&v)[N]) {
-  PackN<T, N> pk;
-#pragma unroll
-  for (int k = 0; k < N; ++k) pk.e[k] = fromFloat<T>(v[k]);
-  *reinterpret_cast<decltype(pk.raw)*>(p) = pk.raw;
-}
-
-/// Whether every (possibly null) pointer is aligned to `bytes`.
-bool alignedTo(size_t bytes, std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (reinterpret_cast<uintptr_t>(p) % bytes) return false;
-  return true;
-}
-
-/// The widest access a pass over planes of `inner` elements of T can use: 16 bytes when the
-/// plane size is a multiple of 16 bytes' worth of elements, else 8 bytes for 16-bit data when it
-/// is a multiple of 4 (ResNet's 14x14 planes in bf16), else one element; the data must be
-/// aligned to the access.
-template <typename T> int vectorWidth(int64_t inner, std::initializer_list<const void*> ps) {
-  if (inner % kVec<T> == 0 && alignedTo(16, ps)) return kVec<T>;
-  if (sizeof(T) == 2 && inner % 4 == 0 && alignedTo(8, ps)) return 4;
-  return 1;
-}
-
 /// Relu as the Relu op computes it (NaN passes through).
 __device__ __forceinline__ float reluOf(float v) {
   return v > 0.f ? v : (isnan(v) ? v : 0.f);
