@@ -30,6 +30,22 @@
 // accumulators, which the block combines in a fixed tree, and the finalize in part order; the
 // apply passes compute in float. Every sum has a fixed order for a given device (the launch shape
 // depends only on the shape and the SM count), so results are bit-identical run to run.
+//
+// Channels-last (layout="nhwc", DeviceUtil.cuh): X and every rank-4 operand are [N, H, W, C],
+// an [M, C] matrix with M = N * H * W, viewed as ChannelShape [M, C, 1] (the finalize kernels
+// read it unchanged: channel c's first element, the shift K, is x[c]). A channel's elements are
+// strided there, so these passes run threads along C instead (NhwcTiling): a thread owns V
+// consecutive channels (a 16-byte vector when C allows, 8 bytes for 16-bit data when C is a
+// multiple of 4 only, one channel for odd C) and walks down the rows, so a warp reads contiguous
+// memory and every element of a vector has its own channel. The apply pass (nhwcMapKernel)
+// keeps its channels' coefficients in registers for all its rows and has two rows' loads in
+// flight; it makes the same float operations per element as the NCHW pass. The sums pass
+// (nhwcPartialsKernel) gives each block one part of the rows, about one wave of resident blocks
+// in all but at least 128 bytes of X per channel in a part (so that the partials stay a small
+// fraction of the traffic); a thread sums kFlush rows in float, adds them into double, the block
+// adds its rows in a fixed tree and writes [part][C][2] partials, coalesced; combinePartsKernel
+// then adds the parts in a fixed order into one [C][2] part for the finalize kernels. Sums run
+// in another order than in NCHW, so the two layouts agree to rounding, not bit for bit.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 #include <type_traits>
@@ -38,10 +54,13 @@ namespace hgp::cuda {
 
 namespace {
 
-Status checkChannelOperands(const CudaArgs& a, size_t x, size_t first, size_t count) {
+Status checkChannelOperands(const CudaArgs& a, size_t x, size_t first, size_t count, bool nhwc) {
   HGP_TRY(checkFloat(a, a.in[x], "X"));
+  if (nhwc && (a.in[x].rank() != 4 || a.in[x].numel() == 0))
+    return a.fail("layout=nhwc needs a non-empty rank-4 X [N, H, W, C], got " +
+                  shapeToString(*a.in[x].shape));
   if (a.in[x].rank() < 2) return a.fail("X must have at least 2 dims (N, C)");
-  int64_t c = a.in[x].dim(1);
+  int64_t c = a.in[x].dim(nhwc ? 3 : 1);
   for (size_t i = first; i < first + count; ++i) {
     HGP_TRY(checkF32(a, a.in[i], "per-channel operand"));
     HGP_TRY(checkShape(a, a.in[i], {c}, "per-channel operand"));
@@ -191,6 +210,209 @@ Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const BnSplit&
   return checkLaunch(a, "bnPartialsKernel");
 }
 
+// ---- Passes over channels-last [M, C] --------------------------------------------------------
+
+/// The [M, C, 1] view of an NHWC shape [N, H, W, C] (M = N * H * W): what the finalize kernels
+/// read, count() = M and channel c's first element at x[c].
+ChannelShape nhwcChannels(const Shape& s) {
+  ChannelShape c;
+  c.outer = s[0] * s[1] * s[2];
+  c.channels = s[3];
+  c.inner = 1;
+  return c;
+}
+
+/// Elementwise pass over NHWC rows (NhwcTiling): a thread takes channels V*j .. V*j + V - 1,
+/// fetches their coefficients once (f.columns<V>), then walks down the rows, two at a time so
+/// that both loads are in flight before either result is stored.
+template <int V, typename F>
+__global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
+  uint32_t j = blockIdx.y * t.cols + threadIdx.x % t.cols;
+  if (j >= t.vecs) return;
+  auto k = f.template columns<V>(j * V);
+  using Loaded = typename decltype(k)::Loaded;
+  uint32_t step = gridDim.x * t.rowsPerBlock;
+  for (uint32_t r = blockIdx.x * t.rowsPerBlock + threadIdx.x / t.cols; r < t.rows;
+       r += 2 * step) {
+    uint32_t i = r * t.channels + j * V;
+    bool two = r + step < t.rows;
+    Loaded l0, l1;
+    k.load(i, l0);
+    if (two) k.load(i + step * t.channels, l1);
+    k.store(i, l0);
+    if (two) k.store(i + step * t.channels, l1);
+  }
+}
+
+/// The grid of an NHWC pass: the column tiles times one wave of resident blocks down the rows (or
+/// a block per rowsPerBlock rows when there are fewer rows), so that a thread keeps its channels
+/// for many rows.
+template <typename K>
+Status nhwcGrid(const CudaArgs& a, K kernel, const NhwcTiling& t, dim3& grid) {
+  if (t.tiles > 65535) return a.fail("too many channels for one grid");
+  int resident;
+  HGP_TRY(residentBlocks(kernel, int(t.threads()), resident));
+  int64_t rowBlocks = (int64_t(t.rows) + t.rowsPerBlock - 1) / t.rowsPerBlock;
+  int64_t wave = std::max<int64_t>(1, int64_t(resident) * smCount(a) / t.tiles);
+  grid = dim3(unsigned(std::min(rowBlocks, wave)), t.tiles);
+  return Status::ok();
+}
+
+template <int V, typename F> Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
+  NhwcTiling t = nhwcTiling(s.outer, s.channels, V);
+  dim3 grid;
+  HGP_TRY(nhwcGrid(a, nhwcMapKernel<V, F>, t, grid));
+  nhwcMapKernel<V><<<grid, t.threads(), 0, a.stream>>>(t, f);
+  return checkLaunch(a, "nhwcMapKernel");
+}
+
+/// The NHWC pass with vectors of `width` channels (vectorWidth over C).
+template <typename T, typename F>
+Status launchNhwcMap(CudaArgs& a, const ChannelShape& s, int width, const F& f) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (width == kVec<T>) return launchNhwcMapAs<kVec<T>>(a, s, f);
+  if (width == 4) return launchNhwcMapAs<4>(a, s, f);
+  return launchNhwcMapAs<1>(a, s, f);
+}
+
+/// The per-channel sums of an NHWC pass: `parts` blocks down the rows (times the column tiles),
+/// `chunk` rows each.
+struct NhwcSplit {
+  NhwcTiling t;
+  int width = 1;
+  int parts = 1;
+  uint32_t chunk = 0;
+  /// Scratch for the sums: [C][2] combined sums, then [parts][C][2] partials when parts > 1.
+  size_t bytes() const {
+    return size_t(t.channels) * 2 * sizeof(double) * (parts > 1 ? size_t(parts) + 1 : 1);
+  }
+};
+
+/// Block (p, tile) sums rows [p * chunk, (p + 1) * chunk) of its channels: each thread its
+/// channels V*j .. V*j + V - 1 (F::Columns k = f.columns<V>(V * j), k.add(run, offset)) over
+/// every rowsPerBlock-th row, kFlush rows a float run, runs added into doubles; the block's rows
+/// are then added in a fixed tree, and partials[(p * C + c) * 2 + k] receives sum k of channel c.
+template <int V, typename F>
+__global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint32_t chunk, F f,
+                                                              double* partials) {
+  __shared__ double tree[2][kBlock * V];
+  uint32_t row = threadIdx.x / t.cols, j = blockIdx.y * t.cols + threadIdx.x % t.cols;
+  double acc[2][V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) acc[0][q] = acc[1][q] = 0.0;
+  if (j < t.vecs) {
+    auto k = f.template columns<V>(j * V);
+    uint32_t begin = blockIdx.x * chunk, end = min(t.rows, begin + chunk);
+    uint32_t step = t.rowsPerBlock;
+    for (uint32_t r0 = begin + row; r0 < end; r0 += kFlush * step) {
+      float run[2][V];
+#pragma unroll
+      for (int q = 0; q < V; ++q) run[0][q] = run[1][q] = 0.f;
+#pragma unroll
+      for (int u = 0; u < kFlush; ++u) {
+        uint32_t r = r0 + u * step;
+        if (r >= end) break;
+        k.add(run, r * t.channels + j * V);
+      }
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        acc[0][q] += double(run[0][q]);
+        acc[1][q] += double(run[1][q]);
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    tree[0][threadIdx.x * V + q] = acc[0][q];
+    tree[1][threadIdx.x * V + q] = acc[1][q];
+  }
+  __syncthreads();
+  for (uint32_t h = t.rowHalf; h > 0; h >>= 1) {
+    if (row < h && row + h < t.rowsPerBlock) {
+      uint32_t other = (threadIdx.x + h * t.cols) * V;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        tree[0][threadIdx.x * V + q] += tree[0][other + q];
+        tree[1][threadIdx.x * V + q] += tree[1][other + q];
+      }
+    }
+    __syncthreads();
+  }
+  if (row == 0 && j < t.vecs) {
+    double* out = partials + (size_t(blockIdx.x) * t.channels + j * V) * 2;
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      out[2 * q] = tree[0][threadIdx.x * V + q];
+      out[2 * q + 1] = tree[1][threadIdx.x * V + q];
+    }
+  }
+}
+
+/// Adds [parts][n] doubles over the parts into [n], in a fixed order: lane y of a 32 x 32 block
+/// adds parts y, y + 32, ... in turn, then lane 0 adds the 32 lanes in order.
+__global__ void combinePartsKernel(int parts, uint32_t n, const double* partials, double* out) {
+  __shared__ double lanes[32][33];
+  uint32_t v = blockIdx.x * 32 + threadIdx.x;
+  double s = 0.0;
+  if (v < n)
+    for (int p = int(threadIdx.y); p < parts; p += 32) s += partials[size_t(p) * n + v];
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && v < n) {
+    double total = 0.0;
+    for (int y = 0; y < 32; ++y) total += lanes[y][threadIdx.x];
+    out[v] = total;
+  }
+}
+
+template <int V, typename F>
+Status planNhwcSumsAs(const CudaArgs& a, const ChannelShape& s, size_t elementBytes,
+                      NhwcSplit& sp) {
+  sp.t = nhwcTiling(s.outer, s.channels, V);
+  sp.width = V;
+  dim3 grid;
+  HGP_TRY(nhwcGrid(a, nhwcPartialsKernel<V, F>, sp.t, grid));
+  // At least 128 bytes of X per channel in a part, so that the partials (16 bytes per channel
+  // and part) stay a small fraction of the traffic.
+  int64_t minRows = std::max<int64_t>(sp.t.rowsPerBlock, int64_t(128 / elementBytes));
+  int64_t parts = std::min<int64_t>(grid.x, (s.outer + minRows - 1) / minRows);
+  parts = std::max<int64_t>(parts, 1);
+  int64_t chunk = (s.outer + parts - 1) / parts;
+  sp.parts = int((s.outer + chunk - 1) / chunk);
+  sp.chunk = uint32_t(chunk);
+  return Status::ok();
+}
+
+/// Plans the NHWC sums pass of functor F over elements of T with accesses of `width` channels.
+template <typename T, typename F>
+Status planNhwcSums(const CudaArgs& a, const ChannelShape& s, int width, NhwcSplit& sp) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (width == kVec<T>) return planNhwcSumsAs<kVec<T>, F>(a, s, sizeof(T), sp);
+  if (width == 4) return planNhwcSumsAs<4, F>(a, s, sizeof(T), sp);
+  return planNhwcSumsAs<1, F>(a, s, sizeof(T), sp);
+}
+
+template <int V, typename F>
+void launchNhwcPartials(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* out) {
+  dim3 grid(unsigned(sp.parts), sp.t.tiles);
+  nhwcPartialsKernel<V><<<grid, sp.t.threads(), 0, a.stream>>>(sp.t, sp.chunk, f, out);
+}
+
+/// Runs the planned sums into `sums` ([C][2]: the layout of a single part, which the finalize
+/// kernels read with parts = 1); with more than one part, through the partials that follow it.
+template <typename T, typename F>
+Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* sums) {
+  double* partials = sp.parts > 1 ? sums + size_t(sp.t.channels) * 2 : sums;
+  if (sp.width == kVec<T>) launchNhwcPartials<kVec<T>>(a, sp, f, partials);
+  else if (sp.width == 4) launchNhwcPartials<4>(a, sp, f, partials);
+  else launchNhwcPartials<1>(a, sp, f, partials);
+  HGP_TRY(checkLaunch(a, "nhwcPartialsKernel"));
+  if (sp.parts == 1) return Status::ok();
+  uint32_t n = sp.t.channels * 2;
+  combinePartsKernel<<<(n + 31) / 32, dim3(32, 32), 0, a.stream>>>(sp.parts, n, partials, sums);
+  return checkLaunch(a, "combinePartsKernel");
+}
+
 // ---- Forward -------------------------------------------------------------------------------
 
 /// One channel's normalization, y = ((x - hi) - lo) * alpha + bias, as the CPU computes it
@@ -231,6 +453,31 @@ template <typename T> struct AffineApply {
     for (int k = 0; k < N; ++k) v[k] = at(v[k], f, residual ? r[k] : 0.f);
     storeVec<N>(y + i, v);
   }
+  /// NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers (nhwcMapKernel).
+  template <int N> struct Columns {
+    AffineApply f;
+    BnAffine k[N];
+    struct Loaded {
+      PackN<T, N> x, r;
+    };
+    __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
+      l.x = loadPack<N>(f.x + i);
+      if (f.residual) l.r = loadPack<N>(f.residual + i);
+    }
+    __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
+      float v[N];
+#pragma unroll
+      for (int q = 0; q < N; ++q)
+        v[q] = f.at(toFloat(l.x.e[q]), k[q], f.residual ? toFloat(l.r.e[q]) : 0.f);
+      storeVec<N>(f.y + i, v);
+    }
+  };
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const {
+    Columns<N> c{*this, {}};
+#pragma unroll
+    for (int q = 0; q < N; ++q) c.k[q] = affine[c0 + q];
+    return c;
+  }
 };
 
 /// Shifted sums: run[0] += x - K, run[1] += (x - K)^2, K = the channel's first element.
@@ -257,6 +504,26 @@ template <typename T> struct StatsSums {
     }
   };
   __device__ Channel channel(int64_t c) const { return {x, toFloat(x[c * inner])}; }
+  /// NHWC: channels c0 .. c0 + N - 1, whose first elements are row 0's (nhwcPartialsKernel).
+  template <int N> struct Columns {
+    const T* x;
+    float k[N];
+    __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
+      PackN<T, N> p = loadPack<N>(x + off);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        float d = toFloat(p.e[q]) - k[q];
+        run[0][q] += d;
+        run[1][q] += d * d;
+      }
+    }
+  };
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const {
+    Columns<N> c{x, {}};
+#pragma unroll
+    for (int q = 0; q < N; ++q) c.k[q] = toFloat(x[c0 + q]);
+    return c;
+  }
 };
 
 template <typename T>
@@ -321,6 +588,31 @@ template <typename T> struct BwdSums {
     }
   };
   __device__ Channel channel(int64_t c) const { return {dy, x, z, gOut, mean[c]}; }
+  /// NHWC: channels c0 .. c0 + N - 1 (nhwcPartialsKernel).
+  template <int N> struct Columns {
+    const T *dy, *x, *z;
+    T* gOut;
+    float mu[N];
+    __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
+      PackN<T, N> g = loadPack<N>(dy + off), v = loadPack<N>(x + off), m;
+      if (z) m = loadPack<N>(z + off);
+      float gm[N];
+#pragma unroll
+      for (int q = 0; q < N; ++q) gm[q] = z && !(toFloat(m.e[q]) > 0.f) ? 0.f : toFloat(g.e[q]);
+      if (gOut) storeVec<N>(gOut + off, gm);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        run[0][q] += gm[q];
+        run[1][q] += gm[q] * (toFloat(v.e[q]) - mu[q]);
+      }
+    }
+  };
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const {
+    Columns<N> c{dy, x, z, gOut, {}};
+#pragma unroll
+    for (int q = 0; q < N; ++q) c.mu[q] = mean[c0 + q];
+    return c;
+  }
 };
 
 /// Per channel: k = scale * invstd, the mean of dy, k * invstd * mean(dy * (x - mu)), mu.
@@ -370,6 +662,35 @@ template <typename T> struct BwdApply {
     for (int k = 0; k < N; ++k) g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
     storeVec<N>(dx + i, g);
   }
+  /// NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers (nhwcMapKernel). The
+  /// frozen form does not read X.
+  template <int N> struct Columns {
+    BwdApply f;
+    BwdCoefficients k[N];
+    struct Loaded {
+      PackN<T, N> g, x, z;
+    };
+    __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
+      l.g = loadPack<N>(f.dy + i);
+      if (f.batchStats) l.x = loadPack<N>(f.x + i);
+      if (f.z) l.z = loadPack<N>(f.z + i);
+    }
+    __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
+      float v[N];
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        float g = f.z && !(toFloat(l.z.e[q]) > 0.f) ? 0.f : toFloat(l.g.e[q]);
+        v[q] = f.at(k[q], g, f.batchStats ? toFloat(l.x.e[q]) : 0.f);
+      }
+      storeVec<N>(f.dx + i, v);
+    }
+  };
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const {
+    Columns<N> c{*this, {}};
+#pragma unroll
+    for (int q = 0; q < N; ++q) c.k[q] = coef[c0 + q];
+    return c;
+  }
 };
 
 // ---- Running statistics ------------------------------------------------------------------
@@ -405,29 +726,70 @@ __global__ void bnStatsGradKernel(int64_t n, const float* dscale, const float* d
 
 namespace {
 
-template <typename T> Status batchNorm(CudaArgs& a) {
+/// The [outer, channels, inner] view of X in its layout.
+ChannelShape channelsOf(const Shape& x, bool nhwc) {
+  return nhwc ? nhwcChannels(x) : channelShapeOf(x);
+}
+
+/// The elementwise pass in X's layout, with the widest access that every pointer allows.
+template <typename T, typename F>
+Status launchApply(CudaArgs& a, const ChannelShape& s, bool nhwc,
+                   std::initializer_list<const void*> ps, const F& f) {
+  if (nhwc) return launchNhwcMap<T>(a, s, vectorWidth<T>(s.channels, ps), f);
+  return launchChannelMap<T>(a, s, vectorWidth<T>(s.inner, ps), f);
+}
+
+/// The sums pass in X's layout. Either way it leaves [C][parts][2] partials at the start of its
+/// scratch for the finalize kernels, which add them in part order (the NHWC pass combines its own
+/// parts first and leaves one).
+struct SumsPlan {
+  bool nhwc = false;
+  BnSplit nchw;
+  NhwcSplit nhwcSplit;
+  size_t bytes(const ChannelShape& s) const {
+    return nhwc ? nhwcSplit.bytes() : size_t(s.channels * nchw.parts * 2) * sizeof(double);
+  }
+  int finalizeParts() const { return nhwc ? 1 : nchw.parts; }
+};
+
+template <typename T, typename F>
+Status planSums(const CudaArgs& a, const ChannelShape& s, bool nhwc,
+                std::initializer_list<const void*> ps, SumsPlan& p) {
+  p.nhwc = nhwc;
+  if (nhwc) return planNhwcSums<T, F>(a, s, vectorWidth<T>(s.channels, ps), p.nhwcSplit);
+  p.nchw = planBnSplit(a, s, vectorWidth<T>(s.inner, ps));
+  return Status::ok();
+}
+
+template <typename T, typename F>
+Status launchSums(const CudaArgs& a, const ChannelShape& s, const SumsPlan& p, const F& f,
+                  double* partials) {
+  if (p.nhwc) return launchNhwcSums<T>(a, p.nhwcSplit, f, partials);
+  return launchBnPartials<T>(a, s, p.nchw, f, partials);
+}
+
+template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   bool relu = false;
   HGP_TRY(reluOf(a, relu));
-  ChannelShape s = channelShapeOf(*a.in[0].shape);
+  ChannelShape s = channelsOf(*a.in[0].shape, nhwc);
   BnAffine* affine;
   HGP_TRY(stepScratch(a, size_t(s.channels) * sizeof(BnAffine), affine));
   double eps = a.attrs().getFloat("epsilon", 1e-5);
   inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s.channels, a.in[1].f32(), a.in[2].f32(), a.in[3].f32(), a.in[4].f32(), eps, affine);
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
-  int width = vectorWidth<T>(s.inner, {a.in[0].data, a.out[0].data});
-  return launchChannelMap<T>(a, s, width,
-                             AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu,
-                                            a.out[0].as<T>()});
+  return launchApply<T>(
+      a, s, nhwc, {a.in[0].data, a.out[0].data},
+      AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu, a.out[0].as<T>()});
 }
 
-template <typename T> Status batchNormTrain(CudaArgs& a) {
+template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkF32(a, a.out[1], "batch_mean"));
   HGP_TRY(checkF32(a, a.out[2], "batch_var"));
-  ChannelShape s = channelShapeOf(*a.in[0].shape);
+  ChannelShape s = channelsOf(*a.in[0].shape, nhwc);
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "batch_mean"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "batch_var"));
@@ -442,28 +804,28 @@ template <typename T> Status batchNormTrain(CudaArgs& a) {
     residual = a.in[3].as<T>();
   }
   const T* x = a.in[0].as<T>();
-  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {x}));
-  size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
+  SumsPlan sp;
+  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp)));
+  size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BnAffine), partials));
   auto* affine = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchBnPartials<T>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
+  HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
   statsFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-      s, sp.parts, partials, x, a.in[1].f32(), a.in[2].f32(), a.attrs().getFloat("epsilon", 1e-5),
-      a.out[1].f32(), a.out[2].f32(), affine);
+      s, sp.finalizeParts(), partials, x, a.in[1].f32(), a.in[2].f32(),
+      a.attrs().getFloat("epsilon", 1e-5), a.out[1].f32(), a.out[2].f32(), affine);
   HGP_TRY(checkLaunch(a, "statsFinalizeKernel"));
-  int width = vectorWidth<T>(s.inner, {x, a.out[0].data, residual});
-  return launchChannelMap<T>(a, s, width,
-                             AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>()});
+  return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
+                        AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>()});
 }
 
-template <typename T> Status batchNormBwd(CudaArgs& a) {
+template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.in[0], a.in[1].dtype, "dY"));
   HGP_TRY(checkDType(a, a.out[0], a.in[1].dtype, "dX"));
   HGP_TRY(checkF32(a, a.out[1], "dscale"));
   HGP_TRY(checkF32(a, a.out[2], "dbias"));
   HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
-  ChannelShape s = channelShapeOf(*a.in[1].shape);
+  ChannelShape s = channelsOf(*a.in[1].shape, nhwc);
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "dscale"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "dbias"));
@@ -488,43 +850,51 @@ template <typename T> Status batchNormBwd(CudaArgs& a) {
   }
   const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
-  BnSplit sp = planBnSplit(a, s, vectorWidth<T>(s.inner, {dy, x, z, gOut}));
-  size_t partialBytes = size_t(s.channels * sp.parts * 2) * sizeof(double);
+  SumsPlan sp;
+  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, x, z, gOut}, sp)));
+  size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchBnPartials<T>(a, s, sp, BwdSums<T>{dy, x, z, gOut, a.in[3].f32()}, partials));
+  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, x, z, gOut, a.in[3].f32()}, partials));
   bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-      s, sp.parts, partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
+      s, sp.finalizeParts(), partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
       a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
   HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
   if (gOut) { // dX from G, which holds the masked dY
     dy = gOut;
     z = nullptr;
   }
-  int width = vectorWidth<T>(s.inner, {dy, x, z, a.out[0].data});
-  return launchChannelMap<T>(a, s, width,
-                             BwdApply<T>{dy, x, z, coef, a.out[0].as<T>(), batchStats});
+  return launchApply<T>(a, s, nhwc, {dy, x, z, a.out[0].data},
+                        BwdApply<T>{dy, x, z, coef, a.out[0].as<T>(), batchStats});
 }
 
 } // namespace
 
 Status execBatchNorm(CudaArgs& a) {
   HGP_TRY(checkArity(a, 5, 5, 1, 1));
-  HGP_TRY(checkChannelOperands(a, 0, 1, 4));
-  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNorm<decltype(t)>(a); });
+  bool nhwc = false;
+  HGP_TRY(readLayout(a, nhwc));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 4, nhwc));
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNorm<decltype(t)>(a, nhwc); });
 }
 
 Status execBatchNormTrain(CudaArgs& a) {
   HGP_TRY(checkArity(a, 3, 4, 3, 3));
-  HGP_TRY(checkChannelOperands(a, 0, 1, 2));
-  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return batchNormTrain<decltype(t)>(a); });
+  bool nhwc = false;
+  HGP_TRY(readLayout(a, nhwc));
+  HGP_TRY(checkChannelOperands(a, 0, 1, 2, nhwc));
+  return dispatchFloat(a, a.in[0].dtype,
+                       [&](auto t) { return batchNormTrain<decltype(t)>(a, nhwc); });
 }
 
 Status execBatchNormBwd(CudaArgs& a) {
   HGP_TRY(checkArity(a, 5, 6, 3, 4));
-  HGP_TRY(checkChannelOperands(a, 1, 2, 3));
-  return dispatchFloat(a, a.in[1].dtype, [&](auto t) { return batchNormBwd<decltype(t)>(a); });
+  bool nhwc = false;
+  HGP_TRY(readLayout(a, nhwc));
+  HGP_TRY(checkChannelOperands(a, 1, 2, 3, nhwc));
+  return dispatchFloat(a, a.in[1].dtype,
+                       [&](auto t) { return batchNormBwd<decltype(t)>(a, nhwc); });
 }
 
 Status execBnRunningUpdate(CudaArgs& a) {
