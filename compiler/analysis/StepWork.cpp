@@ -1,5 +1,7 @@
 #include "compiler/analysis/StepWork.h"
 
+#include "runtime/plan/Layout.h"
+
 #include <algorithm>
 #include <set>
 
@@ -79,7 +81,12 @@ double rereadBytes(const Plan& plan, const PlanStep& step) {
 
 StepWork stepWork(const Plan& plan, const PlanStep& step) {
   StepWork w;
-  auto shape = [&](int t) -> const Shape& { return plan.tensors[size_t(t)].type.shape; };
+  // A channels-last convolution's GEMM view from its NCHW shapes (runtime/plan/Layout.h).
+  bool nhwc = step.attrs.getString("layout") == "nhwc";
+  auto shape = [&](int t) {
+    const Shape& s = plan.tensors[size_t(t)].type.shape;
+    return nhwc ? channelsFirstShape(s) : s;
+  };
   std::set<int> touched(step.inputs.begin(), step.inputs.end());
   touched.insert(step.outputs.begin(), step.outputs.end());
   for (int t : touched) {

@@ -23,6 +23,8 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
     if (v->role() == TensorRole::Param) params += v->type().numElements();
   m.setInt("parameters", params);
   m.setString("precision", o.precision);
+  Expected<bool> nhwc = channelsLastLayout(o.layout, o.precision);
+  m.setString("layout", nhwc && *nhwc ? "nhwc" : "nchw");
   if (!o.training) return m;
   const TrainOptions& t = o.train;
   m.setString("loss", t.loss);
@@ -54,6 +56,13 @@ std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType 
   return pipeline;
 }
 
+/// The pipeline with layout-nhwc appended (after autodiff and the optimizer: it converts the
+/// forward and the backward ops around each convolution together) when `nhwc` is set.
+std::vector<std::string> withLayout(std::vector<std::string> pipeline, bool nhwc) {
+  if (nhwc) pipeline.push_back("layout-nhwc");
+  return pipeline;
+}
+
 /// The pipeline with fuse-elementwise and fuse-casts appended (they run after autodiff and the
 /// optimizer, and after fuse-batch-norm: on whatever elementwise chains remain, then on the
 /// parameter casts), or, with --no-fuse, the pipeline without any fuse-* pass.
@@ -66,6 +75,15 @@ std::vector<std::string> withFusion(std::vector<std::string> pipeline, bool fuse
 
 } // namespace
 
+Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision) {
+  if (layout == "nchw") return false;
+  if (layout == "nhwc") return true;
+  if (layout != "auto")
+    return Status(ErrorCode::Usage, "--layout must be nchw, nhwc or auto, not '" + layout + "'");
+  HGP_ASSIGN_OR_RETURN(DType low, activationDType(precision));
+  return low != DType::F32;
+}
+
 Expected<DType> activationDType(const std::string& precision) {
   if (precision == "fp32" || precision == "tf32") return DType::F32;
   if (precision == "bf16") return DType::BF16;
@@ -77,6 +95,7 @@ Expected<DType> activationDType(const std::string& precision) {
 Expected<Compilation> compileModel(const CompileOptions& o) {
   Compilation c;
   HGP_ASSIGN_OR_RETURN(DType low, activationDType(o.precision));
+  HGP_ASSIGN_OR_RETURN(bool nhwc, channelsLastLayout(o.layout, o.precision));
   if (low != DType::F32 && !o.training)
     return Status(ErrorCode::Usage, "--precision " + o.precision +
                                         " is mixed-precision training; --forward-only plans are "
@@ -121,7 +140,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withFusion(withPrecision(trainPipeline(), low, true), o.fuse)
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withFusion(withLayout(withPrecision(trainPipeline(), low, true), nhwc), o.fuse)
                                            : o.passes,
                         c.ctx));
     PassContext evalCtx;
@@ -129,7 +148,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, withFusion(withPrecision(evalPipeline(), low, false), o.fuse),
+    HGP_TRY(runPipeline(*c.eval, withFusion(withLayout(withPrecision(evalPipeline(), low, false), nhwc), o.fuse),
                                  evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);

@@ -44,6 +44,10 @@ struct CompileOptions {
   /// after autodiff, fuse-elementwise last; docs/fusion.md). An explicit --passes list is taken
   /// as given.
   bool fuse = true;
+  /// "nchw", "nhwc" or "auto": channels-last activations around the convolutions (the pass
+  /// layout-nhwc, docs/layout.md); auto picks nhwc for bf16 and fp16, whose tensor-core
+  /// convolutions want it, and nchw otherwise.
+  std::string layout = "auto";
   /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
   /// else h200.
   std::string target;
@@ -78,6 +82,9 @@ Expected<Compilation> compileModel(const CompileOptions& options);
 
 /// The activation dtype of a --precision: F32 for fp32 and tf32, BF16, F16; else a usage error.
 Expected<DType> activationDType(const std::string& precision);
+/// Whether a --layout (with the --precision it goes with) means channels-last; a usage error
+/// for an unknown layout.
+Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision);
 
 /// Packs a compilation into a bundle: the plan text, the data section (moved out of `c`), and
 /// the save template with the trained tensors cut out.

@@ -7,7 +7,7 @@
 //             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
-//   fusion: --no-fuse (docs/fusion.md)
+//   fusion and layout: --no-fuse (docs/fusion.md), --layout auto|nchw|nhwc (docs/layout.md)
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
@@ -105,6 +105,10 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "--no-fuse", [&o](int64_t) { o.fuse = false; },
       "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
       "kernels of their own");
+  cmd->add_option("--layout", o.layout,
+                  "activation layout around the convolutions: auto (default: nhwc for bf16 and "
+                  "fp16, nchw otherwise), nchw or nhwc (docs/layout.md)")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
 }
 
 int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,

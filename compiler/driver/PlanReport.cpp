@@ -115,6 +115,25 @@ void printFusedGroups(const PlanProgram& program, const ProgramCost& cost, std::
 
 } // namespace
 
+/// The layout choice (passes/LayoutNhwc.cpp): how many steps run channels-last, and the
+/// conversions at the edges of the channels-last regions with their predicted time.
+void printLayout(const Plan& plan, const PlanProgram& program, const ProgramCost& cost,
+                 std::ostream& os) {
+  int last = 0, transposes = 0;
+  double seconds = 0;
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const PlanStep& s = program.steps[i];
+    last += s.attrs.getString("layout") == "nhwc";
+    if (s.op == OpKind::Transpose && s.loc.rfind("layout/", 0) == 0)
+      ++transposes, seconds += cost.steps[i].seconds;
+  }
+  os << format("layout: %s", plan.meta.getString("layout", "nchw").c_str());
+  if (last || transposes)
+    os << format(", %d steps channels-last, %d conversions (%.3f ms predicted)", last, transposes,
+                 seconds * 1e3);
+  os << "\n";
+}
+
 void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os,
                      const ProfileRecords* records, const SliceResult* slicing) {
@@ -171,6 +190,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   if (fused)
     os << format("fusion: %d steps with a fused activation (op+Relu, op+AddRelu, op+ReluBwd)\n", fused);
   printFusedGroups(*program, cost, os);
+  printLayout(plan, *program, cost, os);
   if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
                  "micro-batches\n",

@@ -1,5 +1,7 @@
 #include "compiler/ir/OpInfo.h"
 
+#include "runtime/plan/Layout.h"
+
 #include <algorithm>
 
 namespace hgp {
@@ -34,8 +36,17 @@ Status inferTypes(OpKind op, const AttrMap& attrs, const std::vector<TensorType>
   for (const TensorType& t : inputs)
     for (int64_t d : t.shape)
       if (d <= 0) return Status(ErrorCode::InvalidModel, "an input has a non-positive dim");
-  InferContext ctx{op, attrs, inputs, numOutputs, {}};
+  // Channels-last ops (runtime/plan/Layout.h): the NCHW rule on the permuted rank-4 operands.
+  HGP_ASSIGN_OR_RETURN(Layout layout, layoutOf(op, attrs));
+  std::vector<TensorType> nchw;
+  if (layout == Layout::NHWC) {
+    nchw = inputs;
+    for (TensorType& t : nchw) t.shape = channelsFirstShape(t.shape);
+  }
+  InferContext ctx{op, attrs, layout == Layout::NHWC ? nchw : inputs, numOutputs, {}};
   HGP_TRY(kInfer[int(op)](ctx));
+  if (layout == Layout::NHWC)
+    for (TensorType& t : ctx.outputs) t.shape = channelsLastShape(t.shape);
   if (numOutputs >= 0 && int(ctx.outputs.size()) != numOutputs)
     return Status(ErrorCode::InvalidModel, std::string(tr.name) + " gives " +
                                                std::to_string(ctx.outputs.size()) +

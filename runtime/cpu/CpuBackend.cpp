@@ -3,9 +3,14 @@
 // Mixed precision: executors compute in float32 only. A step that touches bf16 or f16 tensors
 // gets float32 copies of them (widened exactly), and its 16-bit results are rounded back to
 // nearest even when it returns: "store 16-bit, compute in f32". Cast converts by itself.
+//
+// Channels-last steps (layout="nhwc", runtime/plan/Layout.h) run the NCHW executor on
+// channels-first copies of their rank-4 operands, and their rank-4 results are permuted back: the
+// reference stays one obviously right executor per op.
 #include "runtime/Backend.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/Half.h"
+#include "runtime/plan/Layout.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -84,13 +89,13 @@ public:
       // program rounds each intermediate where the unfused ops did).
       if (step.op == OpKind::Cast || step.op == OpKind::CastGroup ||
           step.op == OpKind::FusedElementwise || !touchesHalf(args)) {
-        HGP_TRY(kExec[int(step.op)](args));
+        HGP_TRY(execute(args));
         continue;
       }
       widened_.clear();
       for (auto& v : args.in) v = widen(v);
       for (auto& v : args.out) v = widen(v);
-      HGP_TRY(kExec[int(step.op)](args));
+      HGP_TRY(execute(args));
       for (int o : step.outputs) narrow(views_[size_t(o)]);
     }
     return Status::ok();
@@ -107,6 +112,42 @@ public:
   }
 
 private:
+  /// Runs the step's executor, through channels-first copies for a channels-last step.
+  static Status execute(cpu::KernelArgs& args) {
+    HGP_ASSIGN_OR_RETURN(Layout layout, layoutOf(args.step.op, args.attrs()));
+    if (layout == Layout::NCHW) return kExec[int(args.step.op)](args);
+    struct Copy {
+      void* data; ///< The channels-last tensor
+      const Shape* shape;
+      Shape nchw;
+      std::vector<unsigned char> buf;
+      int64_t elem;
+    };
+    std::vector<std::unique_ptr<Copy>> copies; // views of one tensor share a copy
+    auto toFirst = [&](cpu::TensorView& v) -> Copy* {
+      if (v.rank() != 4) return nullptr;
+      for (auto& c : copies)
+        if (c->data == v.data) return v.data = c->buf.data(), v.shape = &c->nchw, c.get();
+      auto& c = copies.emplace_back(std::make_unique<Copy>());
+      c->data = v.data;
+      c->shape = v.shape;
+      c->nchw = channelsFirstShape(*v.shape);
+      c->elem = dtypeSize(v.dtype);
+      c->buf.resize(size_t(v.numel() * c->elem));
+      permuteChannels(v.data, c->buf.data(), *v.shape, c->elem, false);
+      v.data = c->buf.data();
+      v.shape = &c->nchw;
+      return c.get();
+    };
+    for (auto& v : args.in) toFirst(v);
+    std::vector<Copy*> results;
+    for (auto& v : args.out)
+      if (Copy* c = toFirst(v)) results.push_back(c);
+    HGP_TRY(kExec[int(args.step.op)](args));
+    for (Copy* c : results) permuteChannels(c->buf.data(), c->data, c->nchw, c->elem, true);
+    return Status::ok();
+  }
+
   static Status allocate(std::unique_ptr<uint8_t, FreeDeleter>& buf, int64_t bytes) {
     size_t n = size_t((bytes + 63) / 64 * 64);
     buf.reset(static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64)));

@@ -1,0 +1,163 @@
+"""Channels-last layout (issue 6, docs/layout.md): a training step with the layout-nhwc pass
+trains like the NCHW one (`--layout nchw`).
+
+The model has every kind of node the pass rewrites: a convolution with a bias (its gradient is a
+ReduceSum over N, H, W), BatchNorm + Relu, a 3x3 stride-2 max pool, an Inception-like pair of
+branches joined by a Concat along the channels, a 3x3 average pool, a residual block with a
+strided 1x1 downsample, global average pooling and the Flatten + Linear head, which stays NCHW.
+Each precision compiles it with --layout nhwc and --layout nchw, checks the plan (which steps run
+channels-last, how many conversions), trains 3 steps of the same data and compares the per-step
+losses, the evaluation after them and every saved tensor (weights, BN running statistics).
+
+On the CPU a channels-last step runs the NCHW executor on permuted copies, so every value is
+computed by the same code in the same order; only the bias gradient's ReduceSum adds in another
+order (over N, H, W of channels-last data), so fp32 agrees to float rounding (1e-5) and bf16/fp16
+to the rounding of a 16-bit value. HGP_LAYOUT_DEVICE=cuda runs both on CUDA with
+--deterministic, where cuDNN's channels-last convolutions and the channels-last BatchNorm sums
+add in other orders: tolerance 1e-3 for fp32, 3e-2 for bf16 and fp16.
+
+Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_layout.py -k bf16
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy
+import onnx
+from onnx import numpy_helper
+
+from common import HgpcTestCase, read_jsonl, run, HGPC
+import test_slicing  # not its classes: unittest would run them here too
+
+DEVICE = os.environ.get("HGP_LAYOUT_DEVICE", "cpu")
+RUN = ["--device", DEVICE] + ([] if DEVICE == "cpu" else ["--deterministic"])
+TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4"]
+
+MIXED_NET = """
+import sys
+import torch
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1, bias=True), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.a = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU())
+        self.b = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1), nn.ReLU())
+        self.pool = nn.AvgPool2d(3, 1, 1)
+        self.block = Block(16, 16, 2)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.pool(torch.cat([self.a(x), self.b(x)], 1))
+        return self.head(self.block(x))
+
+torch.manual_seed(0)
+m = Net().train()
+torch.onnx.export(m, torch.zeros(2, 1, 28, 28), sys.argv[1], opset_version=17,
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  input_names=["input"], output_names=["logits"],
+                  dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+"""
+
+
+class LayoutTest(HgpcTestCase):
+    data = test_slicing.SlicingTest.data
+
+    def model(self):
+        path = self.path("mixed_net.onnx")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, "-W", "ignore", "-c", MIXED_NET, path],
+                           check=True, capture_output=True)
+        return path
+
+    def plan(self, precision, layout):
+        code, out, err = run([HGPC, "plan", self.model(), "--batch", "4", "--target", "h200",
+                              *TRAIN, "--precision", precision, "--layout", layout, "--no-split",
+                              "--no-pipeline"])
+        self.assertEqual(code, 0, err)
+        return out
+
+    def train(self, precision, layout):
+        name = "%s-%s" % (precision, layout)
+        exe = self.compile(self.model(), out=name,
+                           args=["--batch", "4", *TRAIN, "--precision", precision,
+                                 "--layout", layout])
+        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
+        data = self.data(12)
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
+                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
+        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+        return losses, evals, tensors
+
+    def check(self, precision):
+        plain_plan = self.plan(precision, "nchw")
+        self.assertIn("layout: nchw\n", plain_plan)
+        self.assertNotIn('layout="nhwc"', plain_plan)
+        nhwc_plan = self.plan(precision, "nhwc")
+        # Train program (unsliced): 6 convolutions x 3 phases but the stem's data gradient (its
+        # input is the image) = 17, 4 BatchNorms x 2, max pool, average pool and global pool x 2:
+        # 31 steps channels-last. Conversions: the image, the 6 filters and their 6 gradients,
+        # the global pool's result and its gradient: 15. The Concat, the Split of its gradient,
+        # the Pad and PadBwd around the average pool and the bias gradients' ReduceSums stay
+        # inside the channels-last region.
+        self.assertIn("layout: nhwc, 31 steps channels-last, 15 conversions", nhwc_plan)
+        nhwc_losses, nhwc_evals, nhwc = self.train(precision, "nhwc")
+        plain_losses, plain_evals, plain = self.train(precision, "nchw")
+        self.assertEqual(len(plain_losses), 3)
+        self.assertEqual(plain.keys(), nhwc.keys())
+        if DEVICE == "cpu":
+            rtol = 1e-5 if precision == "fp32" else 1e-2
+        else:
+            rtol = 1e-3 if precision == "fp32" else 3e-2
+        numpy.testing.assert_allclose(nhwc_losses, plain_losses, rtol=rtol)
+        numpy.testing.assert_allclose([e[0] for e in nhwc_evals], [e[0] for e in plain_evals],
+                                      rtol=rtol)
+        for name, want in plain.items():
+            self.assertEqual(nhwc[name].shape, want.shape, name)
+            if want.dtype.kind != "f":
+                numpy.testing.assert_array_equal(nhwc[name], want, err_msg=name)
+                continue
+            scale = max(float(numpy.abs(want).max()), 1e-30)
+            err = float(numpy.abs(nhwc[name].astype(numpy.float64) - want).max()) / scale
+            self.assertLessEqual(err, rtol, "%s: relative error %.3g" % (name, err))
+
+    def test_fp32(self):
+        self.check("fp32")
+
+    def test_bf16(self):
+        self.check("bf16")
+
+    def test_fp16(self):
+        self.check("fp16")
+
+    def test_auto_follows_precision(self):
+        self.assertIn("layout: nhwc,", self.plan("bf16", "auto"))
+        self.assertIn("layout: nchw\n", self.plan("tf32", "auto"))
+
+    def test_unknown_layout_is_a_usage_error(self):
+        code, _, err = run([HGPC, "plan", self.model(), "--batch", "4", "--layout", "nwhc"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("--layout", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
