@@ -13,6 +13,7 @@
 #pragma once
 
 #include "runtime/cuda/CudaKernel.h"
+#include "runtime/plan/Layout.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -410,25 +411,17 @@ __device__ __forceinline__ void sumParts(const double* partials, int parts, int6
 // ---- Channels-last operands ----------------------------------------------------------------
 //
 // An op with layout="nhwc" stores its rank-4 operands and results channels-last, [N, H, W, C]
-// (the NCHW shape permuted by (0, 2, 3, 1)); per-channel operands stay [C]. A pass over such a
-// tensor sees an [M, C] row-major matrix (M = N * H * W) and runs its threads along C, so that
-// neighbouring threads touch neighbouring channels and each thread keeps the same channels from
-// row to row (NhwcTiling).
+// (the NCHW shape permuted by (0, 2, 3, 1); runtime/plan/Layout.h); per-channel operands stay
+// [C]. A pass over such a tensor sees an [M, C] row-major matrix (M = N * H * W) and runs its
+// threads along C, so that neighbouring threads touch neighbouring channels and each thread
+// keeps the same channels from row to row (NhwcTiling).
 
-/// Reads layout= ("nchw", the default, or "nhwc").
+/// Reads the step's layout attribute: nhwc is set for layout="nhwc".
 inline Status readLayout(const CudaArgs& a, bool& nhwc) {
-  std::string l = a.attrs().getString("layout", "nchw");
-  if (l != "nchw" && l != "nhwc") return a.fail("unknown layout '" + l + "'");
-  nhwc = l == "nhwc";
+  Expected<Layout> l = layoutOf(a.step.op, a.attrs());
+  if (!l) return a.fail(l.status().message());
+  nhwc = *l == Layout::NHWC;
   return Status::ok();
-}
-
-/// The NCHW shape of a rank-4 NHWC shape, and back.
-inline Shape nchwOf(const Shape& s) {
-  return {s[0], s[3], s[1], s[2]};
-}
-inline Shape nhwcOf(const Shape& s) {
-  return {s[0], s[2], s[3], s[1]};
 }
 
 /// The threads of a pass over an [M, C] matrix in vectors of V channels: a block is

@@ -771,7 +771,7 @@ Status readNhwcGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PoolG
   if (numElements(x) == 0 || numElements(y) == 0) return a.fail("layout=nhwc with an empty tensor");
   if (numElements(x) >= (int64_t(1) << 31) || numElements(y) >= (int64_t(1) << 31))
     return a.fail("layout=nhwc pooling of 2^31 elements or more");
-  return readPoolGeometry(a, nchwOf(x), nchwOf(y), g);
+  return readPoolGeometry(a, channelsFirstShape(x), channelsFirstShape(y), g);
 }
 
 /// Launches maxPoolNhwcKernel over the outputs of g, with loads first for 3x3 and 2x2 windows.
@@ -865,7 +865,7 @@ template <typename T> Status avgPoolNhwc(CudaArgs& a) {
 /// the layout.
 template <typename T> Status avgPoolBwdNhwc(CudaArgs& a, const Shape& xNchw) {
   if (xNchw.size() != 4) return a.fail("layout=nhwc pools rank-4 tensors only");
-  HGP_TRY(checkShape(a, a.out[0], nhwcOf(xNchw), "dX"));
+  HGP_TRY(checkShape(a, a.out[0], channelsLastShape(xNchw), "dX"));
   PoolGeometry g;
   HGP_TRY(readNhwcGeometry(a, *a.out[0].shape, *a.in[0].shape, g));
   for (int d : g.dilation)
@@ -902,7 +902,7 @@ template <typename T> Status globalAvgNhwc(CudaArgs& a) {
 /// GlobalAveragePoolBwd in NHWC; x_shape is the NCHW shape.
 template <typename T> Status globalAvgBwdNhwc(CudaArgs& a, const Shape& xNchw) {
   if (xNchw.size() != 4) return a.fail("layout=nhwc pools rank-4 tensors only");
-  Shape x = nhwcOf(xNchw);
+  Shape x = channelsLastShape(xNchw);
   HGP_TRY(checkShape(a, a.out[0], x, "dX"));
   HGP_TRY(checkShape(a, a.in[0], {x[0], 1, 1, x[3]}, "dY"));
   int64_t total = numElements(x);
