@@ -258,7 +258,8 @@ Status nhwcGrid(const CudaArgs& a, K kernel, const NhwcTiling& t, dim3& grid) {
   return Status::ok();
 }
 
-template <int V, typename F> Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
+template <int V, typename F>
+Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
   NhwcTiling t = nhwcTiling(s.outer, s.channels, V);
   dim3 grid;
   HGP_TRY(nhwcGrid(a, nhwcMapKernel<V, F>, t, grid));

@@ -644,7 +644,8 @@ __global__ void maxPoolBwdNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, c
       int s1 = S > 0 ? S : g.stride[1], s2 = S > 0 ? S : g.stride[2];
       for (int oh = lo1; oh <= hi1; ++oh) {
         int kh = p.h + g.padBegin[1] - oh * s1;
-        for (int ow = lo2; ow <= hi2; ++ow) visit(oh, ow, kh * g.k[2] + p.w + g.padBegin[2] - ow * s2);
+        for (int ow = lo2; ow <= hi2; ++ow)
+          visit(oh, ow, kh * g.k[2] + p.w + g.padBegin[2] - ow * s2);
       }
     } else {
       maxCovering(g, 1, p.h, [&](int oh, int kh) {

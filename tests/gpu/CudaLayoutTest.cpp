@@ -52,9 +52,9 @@ struct Case {
   OpKind op;
   AttrMap attrs;
   std::vector<Operand> ins;
-  int results = -1;        ///< The op's result count (-1: its default).
-  bool exact = false;      ///< The same operations per element in both layouts and on the CPU.
-  bool integers = false;   ///< Rank-4 operands get small integers: many ties.
+  int results = -1;      ///< The op's result count (-1: its default).
+  bool exact = false;    ///< The same operations per element in both layouts and on the CPU.
+  bool integers = false; ///< Rank-4 operands get small integers: many ties.
 };
 
 Value* transpose(Graph& g, Value* v, I perm) {
@@ -114,7 +114,8 @@ Feeder feederOf(const Case& c) {
   return [c](const PlanTensor& t, int run) {
     for (const Operand& o : c.ins) {
       if (o.name != t.name) continue;
-      std::vector<uint8_t> b = uniformBytes(t.type, hashName(t.name, uint64_t(run) + 17), o.lo, o.hi);
+      std::vector<uint8_t> b =
+          uniformBytes(t.type, hashName(t.name, uint64_t(run) + 17), o.lo, o.hi);
       if (c.integers && o.nchw.size() == 4)
         for (size_t i = 0; i + 4 <= b.size(); i += 4) {
           float v;
@@ -198,9 +199,9 @@ std::string nameOf(const std::string& what, const Shape& x) {
 
 /// Vector paths (C = 16, 64), the 8-byte 16-bit path (C = 12), scalar (C = 3, 7), batch 1,
 /// many rows (several parts), wide rows (column tiles).
-const std::vector<Shape> kBnShapes = {Shape{2, 16, 5, 7}, Shape{4, 3, 5, 7}, Shape{1, 7, 6, 5},
-                                      Shape{2, 12, 4, 4}, Shape{8, 16, 32, 32}, Shape{4, 64, 14, 14},
-                                      Shape{2, 520, 3, 5}};
+const std::vector<Shape> kBnShapes = {
+    Shape{2, 16, 5, 7},   Shape{4, 3, 5, 7},    Shape{1, 7, 6, 5},  Shape{2, 12, 4, 4},
+    Shape{8, 16, 32, 32}, Shape{4, 64, 14, 14}, Shape{2, 520, 3, 5}};
 
 AttrMap bnAttrs(const char* activation = "none") {
   return attrs({{"epsilon", 1e-5}, {"activation", std::string(activation)}});
@@ -261,8 +262,8 @@ TEST(CudaLayout, BatchNormBwd) {
   for (int form = 0; form < 4; ++form)
     for (const Shape& x : kBnShapes) {
       int64_t c = x[1];
-      std::vector<Operand> ins = {{"dy", x}, {"x", x}, {"scale", {c}}, {"mean", {c}},
-                                  {"var", {c}, 0.5, 2}};
+      std::vector<Operand> ins = {
+          {"dy", x}, {"x", x}, {"scale", {c}}, {"mean", {c}}, {"var", {c}, 0.5, 2}};
       AttrMap a = bnAttrs(form >= 2 ? "relu" : "none");
       if (form == 1) a.setInt("batch_stats", 0);
       if (form >= 2) ins.push_back({"z", x});
@@ -325,7 +326,9 @@ TEST(CudaLayout, MaxPoolBwd) {
   HGP_REQUIRE_CUDA();
   for (int ties = 0; ties < 2; ++ties)
     for (const PoolCase& p : kMaxPools) {
-      Case c{nameOf("maxpool-bwd", p.x) + (ties ? " ties" : ""), OpKind::MaxPoolBwd, p.a,
+      Case c{nameOf("maxpool-bwd", p.x) + (ties ? " ties" : ""),
+             OpKind::MaxPoolBwd,
+             p.a,
              {{"dy", pooledShape(p.x, p.a)}, {"x", p.x}}};
       c.exact = true;
       c.integers = ties != 0;
@@ -345,7 +348,9 @@ TEST(CudaLayout, AveragePool) {
     for (const PoolCase& p : kAvgPools) {
       AttrMap a = p.a;
       a.setInt("count_include_pad", include);
-      Case c{nameOf("avgpool", p.x) + (include ? " include-pad" : ""), OpKind::AveragePool, a,
+      Case c{nameOf("avgpool", p.x) + (include ? " include-pad" : ""),
+             OpKind::AveragePool,
+             a,
              {{"x", p.x}}};
       c.exact = true;
       check(c);
@@ -360,8 +365,10 @@ TEST(CudaLayout, AveragePoolBwd) {
       AttrMap a = p.a;
       a.setInt("count_include_pad", include);
       a.setInts("x_shape", p.x);
-      Case c{nameOf("avgpool-bwd", p.x) + (include ? " include-pad" : ""), OpKind::AveragePoolBwd,
-             a, {{"dy", pooledShape(p.x, p.a)}}};
+      Case c{nameOf("avgpool-bwd", p.x) + (include ? " include-pad" : ""),
+             OpKind::AveragePoolBwd,
+             a,
+             {{"dy", pooledShape(p.x, p.a)}}};
       c.exact = true;
       check(c);
     }
@@ -382,7 +389,9 @@ TEST(CudaLayout, GlobalAveragePool) {
 TEST(CudaLayout, GlobalAveragePoolBwd) {
   HGP_REQUIRE_CUDA();
   for (const Shape& x : kGlobalShapes) {
-    Case c{nameOf("gap-bwd", x), OpKind::GlobalAveragePoolBwd, attrs({{"x_shape", I(x)}}),
+    Case c{nameOf("gap-bwd", x),
+           OpKind::GlobalAveragePoolBwd,
+           attrs({{"x_shape", I(x)}}),
            {{"dy", {x[0], x[1], 1, 1}}}};
     c.exact = true;
     check(c);
