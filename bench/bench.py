@@ -14,7 +14,7 @@ writes of the plan as compiled, so fusion lowers it) over the time and the HBM b
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile,graph-nchw] [--steps 160] [--op-times] [--single-stream]
-        [--unfused] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
+        [--unfused] [--nchw] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
 
 graph-nchw (bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside the
 channels_last variants, to show what the layout is worth to PyTorch's kernels.
@@ -24,8 +24,9 @@ channels_last variants, to show what the layout is worth to PyTorch's kernels.
 PyTorch variants on GPU 0. Inductor's caches then make the timed torch.compile a cache hit, so
 ten cases fit one device call. Only the warm-up runs on GPU G; every timing runs on GPU 0.
 
---single-stream and --unfused also time hgpc's plan on one stream and compiled with --no-fuse
-(docs/fusion.md), and add the gains (that time over the default plan's) to the table.
+--single-stream, --unfused and --nchw also time hgpc's plan on one stream, compiled with --no-fuse
+(docs/fusion.md) and compiled with --layout nchw (docs/layout.md), and add the gains (that time
+over the default plan's) to the table.
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
@@ -373,6 +374,8 @@ def main():
     ap.add_argument("--single-stream", action="store_true",
                     help="also time hgpc's plan on one stream (--max-streams 1), for the "
                          "scheduling gain")
+    ap.add_argument("--nchw", action="store_true",
+                    help="also time hgpc compiled with --layout nchw (the layout gain, docs/layout.md)")
     ap.add_argument("--unfused", action="store_true",
                     help="also time hgpc's plan compiled with --no-fuse, for the fusion gain")
     ap.add_argument("--profile", action="store_true",
@@ -435,6 +438,15 @@ def main():
                     r["fusion_gain"] = r["hgpc_unfused"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
                 r["hgpc_unfused_error"] = str(e)
+        if args.nchw:
+            try:
+                r["hgpc_nchw"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                           extra=("--layout", "nchw", "--precision", args.precision),
+                                           tag="-nchw")
+                if "hgpc" in r:
+                    r["layout_gain"] = r["hgpc_nchw"]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_nchw_error"] = str(e)
         for mode in modes:
             if mode == "compile" and (spec not in compiled or warmers is not None):
                 continue  # timed after the warm-up, below
@@ -464,6 +476,7 @@ def main():
     json.dump(results, open(os.path.join(args.out, "bench.json"), "w"), indent=1)
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
+    single += ["hgpc nchw ms", "layout gain"] if args.nchw else []
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s"
              + " | hgpc % of peak FLOP/s | hgpc % of HBM bandwidth | best torch % of peak FLOP/s |",
@@ -480,6 +493,10 @@ def main():
             h1 = r.get("hgpc_unfused")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["fusion_gain"] if "fusion_gain" in r else "")
+        if args.nchw:
+            h1 = r.get("hgpc_nchw")
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r["layout_gain"] if "layout_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
             cells.append("%.3f" % t["ms"] if t else "error" if "torch_%s_error" % m in r else "-")

@@ -15,6 +15,10 @@
 //                    all-reduce reads (data parallelism) stays where it is, so the buckets still
 //                    start while the backward pass runs.
 //
+// Under layout-nhwc (passes/LayoutNhwc.cpp) a filter's cast is read by a Transpose to
+// channels-last, and a weight gradient's cast reads a Transpose back to [K, C, R, S]: the group
+// does those permutations too (CastGroup's `layouts`), which saves two launches per convolution.
+//
 // Casts are grouped by (source dtype, `to`); a group of one stays a Cast. The values keep their
 // names, so plans, checkpoints and bindings read the same. Casting is exact per element, so the
 // grouped plan computes bit for bit what the ungrouped one does. Runs last in the train and eval
@@ -40,34 +44,53 @@ bool readByUpdatesOnly(const Value* v) {
   return true;
 }
 
+/// The Transpose that is the only reader of `v`, if it permutes by `perm`.
+Node* onlyTransposeOf(Graph& g, Value* v, const std::vector<int64_t>& perm) {
+  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
+  Node* t = v->users().front();
+  return t->op() == OpKind::Transpose && t->attrs().getInts("perm") == perm ? t : nullptr;
+}
+
+const std::vector<int64_t> kToLast = {0, 2, 3, 1}, kToFirst = {0, 3, 1, 2};
+
 class CastFuser {
 public:
   CastFuser(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {}
 
   Status run() {
     using Key = std::pair<DType, std::string>;
-    std::map<Key, std::vector<Node*>> params, grads;
+    std::map<Key, std::vector<Entry>> params, grads;
     for (Node* n : g_.nodes()) {
       if (n->op() != OpKind::Cast || escapesGraph(g_, n->output(0))) continue;
       Key key{n->input(0)->dtype(), n->attrs().getString("to")};
-      if (n->input(0)->isGraphLevel() && n->input(0)->role() == TensorRole::Param)
-        params[key].push_back(n);
-      else if (readByUpdatesOnly(n->output(0)))
-        grads[key].push_back(n);
+      Entry e{n, n->input(0), n->output(0), 0, nullptr};
+      if (n->input(0)->isGraphLevel() && n->input(0)->role() == TensorRole::Param) {
+        // A filter cast to 16 bits and then made channels-last (layout-nhwc): both at once.
+        if (Node* t = onlyTransposeOf(g_, n->output(0), kToLast))
+          e.result = t->output(0), e.layout = 1, e.transpose = t;
+        params[key].push_back(e);
+      } else if (readByUpdatesOnly(n->output(0))) {
+        // A channels-last weight gradient made [K, C, R, S] for the cast alone: both at once.
+        Value* x = n->input(0);
+        Node* t = x->producer();
+        if (t && t->op() == OpKind::Transpose && t->attrs().getInts("perm") == kToFirst &&
+            x->users().size() == 1 && !escapesGraph(g_, x))
+          e.input = t->input(0), e.layout = 2, e.transpose = t;
+        grads[key].push_back(e);
+      }
     }
     for (auto& [key, casts] : params)
-      if (casts.size() > 1) HGP_TRY(group(casts, casts.front(), key.second, "cast-group/params"));
+      if (casts.size() > 1) HGP_TRY(group(casts, casts.front().cast, key.second, "cast-group/params"));
     for (auto& [key, casts] : grads) {
       std::unordered_map<const Node*, size_t> at;
       for (size_t i = 0; i < g_.nodes().size(); ++i) at[g_.nodes()[i]] = i;
       Node* first = nullptr;
-      for (Node* c : casts)
-        for (Node* u : c->output(0)->users())
+      for (const Entry& e : casts)
+        for (Node* u : e.result->users())
           if (!first || at[u] < at[first]) first = u;
       // Every grouped cast's operand must exist before the group's place.
-      std::erase_if(casts, [&](Node* c) {
-        const Value* x = c->input(0);
-        return !x->isGraphLevel() && at[x->producer()] >= at[first];
+      std::erase_if(casts, [&](const Entry& e) {
+        return !e.input->isGraphLevel() && at[e.input->producer()] >= at[first];
       });
       if (casts.size() > 1) HGP_TRY(group(casts, first, key.second, "cast-group/grads"));
     }
@@ -75,20 +98,42 @@ public:
   }
 
 private:
-  /// Replaces `casts` by one CastGroup inserted before `before`.
-  Status group(const std::vector<Node*>& casts, Node* before, const std::string& to,
+  /// One cast of a group: from `input` to the value `result` stands for, with the layout change
+  /// of the Transpose folded into it (1: to channels-last, 2: to channels-first; 0: none).
+  struct Entry {
+    Node* cast;
+    Value* input;
+    Value* result;
+    int64_t layout;
+    Node* transpose;
+  };
+
+  /// Replaces the entries' casts (and folded Transposes) by one CastGroup inserted before
+  /// `before`.
+  Status group(const std::vector<Entry>& casts, Node* before, const std::string& to,
                const std::string& name) {
     std::vector<Value*> inputs;
-    for (Node* c : casts) inputs.push_back(c->input(0));
+    std::vector<int64_t> layouts;
+    for (const Entry& e : casts) inputs.push_back(e.input), layouts.push_back(e.layout);
     AttrMap attrs;
     attrs.setString("to", to);
+    if (std::any_of(layouts.begin(), layouts.end(), [](int64_t l) { return l != 0; }))
+      attrs.setInts("layouts", layouts);
     g_.setInsertionPoint(before);
     auto grouped = g_.addNode(OpKind::CastGroup, inputs, attrs, name, int(casts.size()));
     g_.setInsertionPoint(nullptr);
     HGP_TRY(grouped.status());
     std::vector<std::pair<Value*, Value*>> take;
-    for (size_t k = 0; k < casts.size(); ++k) take.push_back({casts[k]->output(0), (*grouped)->output(k)});
-    HGP_TRY(takeOverValues(g_, ctx_, take, casts));
+    std::vector<Node*> dead;
+    for (size_t k = 0; k < casts.size(); ++k) {
+      take.push_back({casts[k].result, (*grouped)->output(k)});
+      // Readers first: a folded parameter Transpose reads the cast, a folded gradient
+      // Transpose is read by it.
+      if (casts[k].transpose && casts[k].layout == 1) dead.push_back(casts[k].transpose);
+      dead.push_back(casts[k].cast);
+      if (casts[k].transpose && casts[k].layout == 2) dead.push_back(casts[k].transpose);
+    }
+    HGP_TRY(takeOverValues(g_, ctx_, take, dead));
     return Status::ok();
   }
 

@@ -13,8 +13,10 @@
 //      (N, H, W) with keepdims=0, the gradient of a convolution's bias; Pad and PadBwd (an
 //      average pool's explicit padding), their pads reordered.
 //   2. Regions: eligible nodes joined by the rank-4 values one produces and the other reads. A
-//      region goes channels-last when it holds a convolution; the rest stays as it is, so an
-//      island of elementwise ops between two NCHW-only ops costs no conversion.
+//      region goes channels-last when it holds a convolution with multiples of 8 channels on
+//      both sides of its filter (what the tensor-core kernels take); the rest stays as it is, so
+//      an island of elementwise ops between two NCHW-only ops costs no conversion, and LeNet-5
+//      (1 -> 6 -> 16 channels, launch-bound) pays for no Transposes it cannot win back.
 //   3. Rewrite: each chosen node is rebuilt with layout="nhwc" (or its axes remapped) on
 //      channels-last operands. A rank-4 operand from outside the region gets one Transpose to
 //      channels-last, shared by all its readers in the region (a convolution's weights become
@@ -55,8 +57,13 @@ bool isElementwise(OpKind op) {
   }
 }
 
-bool isConvolution(OpKind op) {
-  return op == OpKind::Conv || op == OpKind::ConvBwdData || op == OpKind::ConvBwdFilter;
+/// A 2-D convolution phase whose filter [K, C/group, R, S] has multiples of 8 channels on both
+/// sides: the shapes cuDNN's channels-last tensor-core kernels take without padding.
+bool isTensorCoreConvolution(const Node* n) {
+  const Value* w = nullptr;
+  if (n->op() == OpKind::Conv || n->op() == OpKind::ConvBwdData) w = n->input(1);
+  if (n->op() == OpKind::ConvBwdFilter) w = n->output(0);
+  return w && w->rank() == 4 && w->shape()[0] % 8 == 0 && w->shape()[1] % 8 == 0;
 }
 
 /// How a chosen node changes.
@@ -120,7 +127,7 @@ private:
           parent_[find(n)] = find(v->producer());
     std::set<Node*> withConv;
     for (Node* n : eligible)
-      if (isConvolution(n->op())) withConv.insert(find(n));
+      if (isTensorCoreConvolution(n)) withConv.insert(find(n));
     for (Node* n : eligible)
       if (withConv.count(find(n))) chosen_.insert(n);
   }

@@ -131,6 +131,8 @@ void printLayout(const Plan& plan, const PlanProgram& program, const ProgramCost
   if (last || transposes)
     os << format(", %d steps channels-last, %d conversions (%.3f ms predicted)", last, transposes,
                  seconds * 1e3);
+  else if (plan.meta.getString("layout") == "nhwc")
+    os << ", but no step: no convolution has multiples of 8 channels on both sides";
   os << "\n";
 }
 

@@ -5,6 +5,7 @@
 // and the gradients produce values and are f32 only, as their shape rules say.
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/Half.h"
+#include "runtime/plan/Layout.h"
 
 #include <cstring>
 
@@ -320,7 +321,23 @@ Status execCastGroup(KernelArgs& a) {
     return a.fail("CastGroup needs as many results as operands, at least one");
   Expected<DType> to = parseDType(a.attrs().getString("to"));
   if (!to) return a.fail("attribute 'to' is not a dtype");
-  for (size_t k = 0; k < a.in.size(); ++k) HGP_TRY(castInto(a, a.in[k], a.out[k], *to));
+  std::vector<int64_t> layouts = a.attrs().getInts("layouts");
+  for (size_t k = 0; k < a.in.size(); ++k) {
+    int64_t l = k < layouts.size() ? layouts[k] : 0;
+    if (l == 0) {
+      HGP_TRY(castInto(a, a.in[k], a.out[k], *to));
+      continue;
+    }
+    // Permute in the source dtype (exact), then cast.
+    TensorView x = a.in[k];
+    if (x.rank() != 4) return a.fail("a CastGroup layout change needs a rank-4 operand");
+    std::vector<unsigned char> buf(size_t(x.numel() * dtypeSize(x.dtype)));
+    permuteChannels(x.data, buf.data(), *x.shape, dtypeSize(x.dtype), l == 1);
+    Shape shape = *a.out[k].shape;
+    x.data = buf.data();
+    x.shape = &shape;
+    HGP_TRY(castInto(a, x, a.out[k], *to));
+  }
   return Status::ok();
 }
 

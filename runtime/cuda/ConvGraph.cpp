@@ -39,13 +39,28 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
 
 constexpr int64_t kX = 1, kW = 2, kY = 3; ///< Tensor uids in the variant pack.
 
-Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type) {
+/// Dense strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost).
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLast) {
   std::vector<int64_t> strides(dims.size());
+  std::vector<size_t> order(dims.size()); // innermost first
+  for (size_t i = 0; i < dims.size(); ++i) order[i] = dims.size() - 1 - i;
+  if (channelsLast && dims.size() > 2) {
+    order.clear();
+    order.push_back(1);
+    for (size_t i = dims.size(); i-- > 2;) order.push_back(i);
+    order.push_back(0);
+  }
   int64_t s = 1;
-  for (size_t i = dims.size(); i-- > 0;) {
+  for (size_t i : order) {
     strides[i] = s;
     s *= dims[i];
   }
+  return strides;
+}
+
+Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type,
+              bool channelsLast) {
+  std::vector<int64_t> strides = stridesOf(dims, channelsLast);
   int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
   HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
@@ -110,9 +125,9 @@ Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
                bool deterministic, size_t limit, long only, float beta) {
   auto d = std::make_shared<ConvGraphDescriptors>();
-  HGP_TRY(tensor(d->x, kX, g.x, g.dataType));
-  HGP_TRY(tensor(d->w, kW, g.w, g.dataType));
-  HGP_TRY(tensor(d->y, kY, g.y, g.dataType));
+  HGP_TRY(tensor(d->x, kX, g.x, g.dataType, g.channelsLast));
+  HGP_TRY(tensor(d->w, kW, g.w, g.dataType, g.channelsLast));
+  HGP_TRY(tensor(d->y, kY, g.y, g.dataType, g.channelsLast));
 
   int64_t spatial = int64_t(g.pads.size());
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;

@@ -17,7 +17,7 @@ namespace hgp::cuda {
 
 enum class ConvPhase { Forward, BackwardData, BackwardFilter };
 
-/// Packed NCHW-style geometry of one convolution, in cuDNN's terms (tensors of 4 or more dims; a
+/// Packed NCHW-style (or, with channelsLast, NHWC) geometry of one convolution, in cuDNN's terms (tensors of 4 or more dims; a
 /// grouped convolution shows in w[1] being x[1] / groups).
 struct ConvGeometry {
   std::vector<int64_t> x, w, y; ///< The input side, the filter and the output side.
@@ -25,6 +25,9 @@ struct ConvGeometry {
   /// The element type of x, w and y: float, or bf16/half under mixed precision (the convolution
   /// computes in float either way).
   cudnnDataType_t dataType = CUDNN_DATA_FLOAT;
+  /// x, w and y are stored channels-last (layout="nhwc", runtime/plan/Layout.h); the dims above
+  /// stay in NCHW order and the strides say where each element lives.
+  bool channelsLast = false;
 };
 
 struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)

@@ -9,10 +9,13 @@
 // first) runs with beta = 1, adding to dW, and times its candidates on a scratch dW so that the
 // timing does not clobber the sum so far. Mixed precision: bf16 (or f16) x, w and y with float
 // compute (cuDNN's BFLOAT16/PSEUDO_HALF configurations), tensor cores allowed; the bias is added
-// by the same kernel, which rounds y + bias once more.
+// by the same kernel, which rounds y + bias once more. Channels-last (layout="nhwc",
+// runtime/plan/Layout.h): the same NCHW-ordered dims with NHWC strides for x and y, and the
+// filter in cuDNN's NHWC (KRSC) format, which is what the tensor-core kernels read natively.
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
+#include "runtime/plan/Layout.h"
 
 #include <cmath>
 #include <sstream>
@@ -73,21 +76,38 @@ bool tensorCoresAllowed(const CudaArgs& a, const ConvState& s) {
   return a.ctx.allowTf32 || s.geom.dataType != CUDNN_DATA_FLOAT;
 }
 
-Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type) {
+/// Describes an NCHW-ordered shape `s`, stored channels-last when `channelsLast` is set.
+Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type, bool channelsLast) {
   std::vector<int> dims = cudnnDims(s), strides(dims.size());
   int st = 1;
-  for (int i = int(dims.size()) - 1; i >= 0; --i) {
-    strides[size_t(i)] = st;
-    st *= dims[size_t(i)];
+  if (channelsLast) {
+    strides[1] = 1;
+    st = dims[1];
+    for (int i = int(dims.size()) - 1; i >= 2; --i) {
+      strides[size_t(i)] = st;
+      st *= dims[size_t(i)];
+    }
+    strides[0] = st;
+  } else {
+    for (int i = int(dims.size()) - 1; i >= 0; --i) {
+      strides[size_t(i)] = st;
+      st *= dims[size_t(i)];
+    }
   }
   HGP_CUDNN_TRY(cudnnSetTensorNdDescriptor(d, type, int(dims.size()), dims.data(), strides.data()));
   return Status::ok();
 }
 
-/// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output;
-/// all three have the dtype `dt`.
-Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, const Shape& ys,
-                DType dt) {
+/// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output
+/// as stored (channels-last under layout="nhwc"); all three have the dtype `dt`.
+Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& stored_ws,
+                const Shape& stored_ys, DType dt) {
+  HGP_ASSIGN_OR_RETURN(Layout layout, layoutOf(a.step.op, a.attrs()));
+  bool last = layout == Layout::NHWC;
+  if (last && stored_xs.size() != 4) return a.fail("layout=nhwc needs 2-D convolutions");
+  Shape xs = channelsFirstShape(stored_xs), ws = channelsFirstShape(stored_ws),
+        ys = channelsFirstShape(stored_ys);
+  if (!last) xs = stored_xs, ws = stored_ws, ys = stored_ys;
   for (const DeviceTensor& v : a.in)
     if (v.dtype != dt) return a.fail("operands of one convolution must share a dtype");
   for (const DeviceTensor& v : a.out)
@@ -97,10 +117,11 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, con
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));
   HGP_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.w));
   HGP_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s.conv));
-  HGP_TRY(setTensor(s.x, xs, type));
-  HGP_TRY(setTensor(s.y, ys, type));
+  HGP_TRY(setTensor(s.x, xs, type, last));
+  HGP_TRY(setTensor(s.y, ys, type, last));
   std::vector<int> wd = cudnnDims(ws);
-  HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, type, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, type, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                           int(wd.size()), wd.data()));
   std::vector<int64_t> strides = a.attrs().getInts("strides"), pads = a.attrs().getInts("pads"),
                        dil = a.attrs().getInts("dilations");
   size_t r = strides.size();
@@ -114,7 +135,7 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& xs, const Shape& ws, con
     d.push_back(int(dil[i]));
   }
   auto wide = [](const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
-  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d), type};
+  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d), type, last};
   HGP_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, int(p.size()), p.data(), st.data(), d.data(),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HGP_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, int(a.attrs().getInt("group", 1))));
@@ -302,8 +323,11 @@ const float kOne = 1.0f, kZero = 0.0f;
 
 Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
   if (b.dtype != y.dtype) return a.fail("the bias must have the result's dtype");
-  int64_t spatial = y.numel() / (y.dim(0) * y.dim(1));
-  HGP_TRY(launchAddChannelBias(y.dtype, y.data, b.data, y.dim(0), y.dim(1), spatial, a.stream));
+  // Channels-last: the channel is the innermost index, so every element is its own "plane".
+  bool last = a.attrs().getString("layout") == "nhwc";
+  int64_t c = last ? y.dim(y.rank() - 1) : y.dim(1);
+  int64_t outer = last ? y.numel() / c : y.dim(0), spatial = last ? 1 : y.numel() / (outer * c);
+  HGP_TRY(launchAddChannelBias(y.dtype, y.data, b.data, outer, c, spatial, a.stream));
   return checkLaunch(a, "addChannelBias");
 }
 

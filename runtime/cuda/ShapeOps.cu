@@ -8,6 +8,7 @@
 // padded positions that read it, in row-major order starting from zero, which is exactly the
 // order in which the CPU reference accumulates them.
 #include "runtime/cuda/DeviceUtil.cuh"
+#include "runtime/plan/Layout.h"
 
 namespace hgp::cuda {
 
@@ -435,6 +436,9 @@ struct CastBatch {
   void* y[kCastBatch];
   int64_t n[kCastBatch];
   int64_t first[kCastBatch + 1];
+  /// A layout change (CastGroup's `layouts`): Y is [A, rows, cols] read from X as [A, cols,
+  /// rows]; rows = 0 for a plain cast.
+  int32_t rows[kCastBatch], cols[kCastBatch];
   int count;
 };
 
@@ -445,7 +449,15 @@ template <typename From, typename To> __global__ void castGroupKernel(CastBatch 
   const From* x = static_cast<const From*>(b.x[k]);
   To* y = static_cast<To*>(b.y[k]);
   int64_t begin = (block - b.first[k]) * kCastChunk, end = min(b.n[k], begin + kCastChunk);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) y[i] = fromFloat<To>(toFloat(x[i]));
+  int64_t rows = b.rows[k], cols = b.cols[k];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    int64_t src = i;
+    if (rows) {
+      int64_t plane = rows * cols, a = i / plane, r = i - a * plane, row = r / cols;
+      src = a * plane + (r - row * cols) * rows + row;
+    }
+    y[i] = fromFloat<To>(toFloat(x[src]));
+  }
 }
 } // namespace
 
@@ -473,11 +485,26 @@ Status execCastGroup(CudaArgs& a) {
   if (a.in.empty() || a.in.size() != a.out.size())
     return a.fail("CastGroup needs as many results as operands, at least one");
   const std::string to = a.attrs().getString("to");
+  std::vector<int64_t> layouts = a.attrs().getInts("layouts");
+  if (!layouts.empty() && layouts.size() != a.in.size())
+    return a.fail("CastGroup layouts must have one entry per operand");
+  // Per operand: 0 rows for a plain cast, else Y = [A, rows, cols] of X = [A, cols, rows].
+  std::vector<std::pair<int32_t, int32_t>> perm(a.in.size(), {0, 0});
   for (size_t k = 0; k < a.in.size(); ++k) {
     HGP_TRY(checkFloat(a, a.in[k], "X"));
     HGP_TRY(checkDType(a, a.in[k], a.in[0].dtype, "X"));
-    HGP_TRY(checkShape(a, a.out[k], *a.in[k].shape, "Y"));
     if (to != dtypeName(a.out[k].dtype)) return a.fail("a result is not of dtype 'to'");
+    int64_t l = layouts.empty() ? 0 : layouts[k];
+    const Shape& x = *a.in[k].shape;
+    if (l == 0) {
+      HGP_TRY(checkShape(a, a.out[k], x, "Y"));
+      continue;
+    }
+    if (x.size() != 4 || (l != 1 && l != 2)) return a.fail("a CastGroup layout change needs rank 4");
+    HGP_TRY(checkShape(a, a.out[k], l == 1 ? channelsLastShape(x) : channelsFirstShape(x), "Y"));
+    if (x[1] * x[2] * x[3] >= (int64_t(1) << 31)) return a.fail("a permuted operand is too large");
+    perm[k] = l == 1 ? std::pair{int32_t(x[2] * x[3]), int32_t(x[1])}
+                     : std::pair{int32_t(x[3]), int32_t(x[1] * x[2])};
   }
   return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
     using From = decltype(from);
@@ -490,6 +517,8 @@ Status execCastGroup(CudaArgs& a) {
           b.x[k] = a.in[base + size_t(k)].data;
           b.y[k] = a.out[base + size_t(k)].data;
           b.n[k] = a.in[base + size_t(k)].numel();
+          b.rows[k] = perm[base + size_t(k)].first;
+          b.cols[k] = perm[base + size_t(k)].second;
           b.first[k + 1] = b.first[k] + std::max<int64_t>(1, (b.n[k] + kCastChunk - 1) / kCastChunk);
         }
         castGroupKernel<From, To><<<unsigned(b.first[b.count]), kBlock, 0, a.stream>>>(b);

@@ -16,6 +16,7 @@
 # 1/2/4/8 ways, against the width hgpc chose; about 3 minutes, PyTorch only) is not in the
 # default list either, nor is zoo16 (the zoo steps in bf16 and fp16), nor parity16 (3 bf16 steps
 # of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
+# layout (tests/integration/test_layout.py on CUDA: channels-last against NCHW) is not either.
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
@@ -51,6 +52,8 @@ PY
   mpi=openmpi
   tests/gpu/pack_openmpi.sh .gpu/stage/openmpi | cut -c1-120 ||
     { echo "note: Open MPI not packed; the mpi stage will skip (make deps installs openmpi-bin)"; mpi=; }
+  /usr/bin/python3 -W ignore -c "$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/integration"); import test_layout; print(test_layout.MIXED_NET)')" .gpu/mixed_net.onnx > /dev/null 2>&1 ||
+    echo "note: the layout stage's model was not exported"
   tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json $mpi
   mkdir -p .gpu/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .gpu/fashion-mnist/
   rm -rf .gpu/stage
@@ -123,6 +126,14 @@ PY
     note "gpu op suite: exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]|tests? from .* ran' "$OUT/gpu_tests.log" | tr '\n' ' '))"
     HGPC_BUILD=$here/.gpu/.dev python3 tests/gpu/slicing_cuda.py > "$OUT/slicing_cuda.log" 2>&1
     note "slicing on cuda (split and pipelined vs plain, deterministic): exit $? ($(tail -1 "$OUT/slicing_cuda.log"))"
+    ;;
+  layout)
+    # Channels-last against NCHW on CUDA (tests/integration/test_layout.py; the model exported
+    # here by --pack, as .gpu/mixed_net.onnx).
+    (cd tests/integration && HGPC_BUILD=$here/.gpu/.dev HGP_LAYOUT_DEVICE=cuda \
+      HGP_LAYOUT_MODEL=$here/.gpu/mixed_net.onnx python3 -m unittest -v test_layout) \
+      > "$OUT/layout_cuda.log" 2>&1
+    note "layout nhwc vs nchw on cuda: exit $? ($(tail -1 "$OUT/layout_cuda.log"))"
     ;;
   conformance)
     HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1

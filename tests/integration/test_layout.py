@@ -19,6 +19,7 @@ add in other orders: tolerance 1e-3 for fp32, 3e-2 for bf16 and fp16.
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_layout.py -k bf16
 """
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -79,6 +80,9 @@ class LayoutTest(HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
     def model(self):
+        # HGP_LAYOUT_MODEL: an exported copy (the GPU machine's torch exports differently).
+        if os.environ.get("HGP_LAYOUT_MODEL"):
+            return os.environ["HGP_LAYOUT_MODEL"]
         path = self.path("mixed_net.onnx")
         if not os.path.exists(path):
             subprocess.run([sys.executable, "-W", "ignore", "-c", MIXED_NET, path],
@@ -118,8 +122,12 @@ class LayoutTest(HgpcTestCase):
         # 31 steps channels-last. Conversions: the image, the 6 filters and their 6 gradients,
         # the global pool's result and its gradient: 15. The Concat, the Split of its gradient,
         # the Pad and PadBwd around the average pool and the bias gradients' ReduceSums stay
-        # inside the channels-last region.
-        self.assertIn("layout: nhwc, 31 steps channels-last, 15 conversions", nhwc_plan)
+        # inside the channels-last region. In bf16 and fp16 the filters' and their gradients'
+        # Transposes fold into the two CastGroups (fuse-casts): 3 conversions.
+        summary = re.search(r"^layout: .*$", nhwc_plan, re.M).group(0)
+        want = 15 if precision == "fp32" else 3
+        self.assertTrue(summary.startswith(
+            "layout: nhwc, 31 steps channels-last, %d conversions" % want), summary)
         nhwc_losses, nhwc_evals, nhwc = self.train(precision, "nhwc")
         plain_losses, plain_evals, plain = self.train(precision, "nchw")
         self.assertEqual(len(plain_losses), 3)

@@ -2,6 +2,7 @@
 // gradients of Slice and Pad. These ops move bytes, so any dtype is allowed except where a value
 // must be produced (Pad's fill and the gradients, which are f32).
 #include "compiler/ir/OpInfo.h"
+#include "runtime/plan/Layout.h"
 
 namespace hgp {
 
@@ -175,8 +176,20 @@ Status inferCastGroup(InferContext& ctx) {
   Expected<DType> t = parseDType(to);
   if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::F16))
     return ctx.fail("CastGroup to '" + to + "': only f32, bf16 and f16 are supported");
+  std::vector<int64_t> layouts = ctx.attrs.getInts("layouts");
+  if (!layouts.empty() && layouts.size() != ctx.numInputs())
+    return ctx.fail("CastGroup layouts must have one entry per operand");
   ctx.outputs.clear();
-  for (size_t i = 0; i < ctx.numInputs(); ++i) ctx.outputs.push_back({*t, ctx.in(i).shape});
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    int64_t l = layouts.empty() ? 0 : layouts[i];
+    if (l < 0 || l > 2 || (l != 0 && ctx.in(i).rank() != 4))
+      return ctx.fail("CastGroup layouts entry " + std::to_string(l) + " for operand " +
+                      std::to_string(i) + " (0, or 1 and 2 for rank-4 operands)");
+    Shape y = l == 1 ? channelsLastShape(ctx.in(i).shape)
+              : l == 2 ? channelsFirstShape(ctx.in(i).shape)
+                       : ctx.in(i).shape;
+    ctx.outputs.push_back({*t, y});
+  }
   return Status::ok();
 }
 
