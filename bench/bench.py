@@ -374,6 +374,8 @@ def main():
     ap.add_argument("--single-stream", action="store_true",
                     help="also time hgpc's plan on one stream (--max-streams 1), for the "
                          "scheduling gain")
+    ap.add_argument("--layout", default="auto", choices=["auto", "nchw", "nhwc"],
+                    help="hgpc compile --layout for the timed plan (default auto)")
     ap.add_argument("--nchw", action="store_true",
                     help="also time hgpc compiled with --layout nchw (the layout gain, docs/layout.md)")
     ap.add_argument("--unfused", action="store_true",
@@ -414,7 +416,7 @@ def main():
                 os.remove(ot)
             rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
             r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec,
-                                  extra=("--precision", args.precision))
+                                  extra=("--precision", args.precision, "--layout", args.layout))
             if ot:
                 breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
                 breakdown += summarize_hgpc_op_times(ot)

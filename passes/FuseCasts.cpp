@@ -18,6 +18,8 @@
 // Under layout-nhwc (passes/LayoutNhwc.cpp) a filter's cast is read by a Transpose to
 // channels-last, and a weight gradient's cast reads a Transpose back to [K, C, R, S]: the group
 // does those permutations too (CastGroup's `layouts`), which saves two launches per convolution.
+// In fp32 and tf32, where there is no cast, those Transposes are grouped by themselves, into
+// CastGroups to their own dtype.
 //
 // Casts are grouped by (source dtype, `to`); a group of one stays a Cast. The values keep their
 // names, so plans, checkpoints and bindings read the same. Casting is exact per element, so the
@@ -61,6 +63,18 @@ public:
     using Key = std::pair<DType, std::string>;
     std::map<Key, std::vector<Entry>> params, grads;
     for (Node* n : g_.nodes()) {
+      // Without a cast (fp32, tf32), the filters' Transposes to channels-last and the weight
+      // gradients' Transposes back group the same way, as CastGroups to their own dtype.
+      if (n->op() == OpKind::Transpose && !escapesGraph(g_, n->output(0))) {
+        Key key{n->input(0)->dtype(), dtypeName(n->input(0)->dtype())};
+        std::vector<int64_t> perm = n->attrs().getInts("perm");
+        Value* x = n->input(0);
+        if (perm == kToLast && x->isGraphLevel() && x->role() == TensorRole::Param)
+          params[key].push_back({n, x, n->output(0), 1, nullptr});
+        else if (perm == kToFirst && readByUpdatesOnly(n->output(0)))
+          grads[key].push_back({n, x, n->output(0), 2, nullptr});
+        continue;
+      }
       if (n->op() != OpKind::Cast || escapesGraph(g_, n->output(0))) continue;
       Key key{n->input(0)->dtype(), n->attrs().getString("to")};
       Entry e{n, n->input(0), n->output(0), 0, nullptr};

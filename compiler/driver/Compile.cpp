@@ -13,6 +13,13 @@ namespace hgp {
 
 namespace {
 
+/// The target of --target, or the local GPU, or the H200 when there is none.
+Expected<Target> compileTarget(const CompileOptions& o) {
+  Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
+  if (!target && o.target.empty()) target = findTarget("h200");
+  return target;
+}
+
 AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   AttrMap m;
   m.setString("producer", c.info.producerName + " " + c.info.producerVersion);
@@ -23,7 +30,9 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
     if (v->role() == TensorRole::Param) params += v->type().numElements();
   m.setInt("parameters", params);
   m.setString("precision", o.precision);
-  Expected<bool> nhwc = channelsLastLayout(o.layout, o.precision);
+  Expected<Target> target = compileTarget(o);
+  Expected<bool> nhwc =
+      target ? channelsLastLayout(o.layout, o.precision, target->smArch()) : Expected<bool>(false);
   m.setString("layout", nhwc && *nhwc ? "nhwc" : "nchw");
   if (!o.training) return m;
   const TrainOptions& t = o.train;
@@ -75,13 +84,17 @@ std::vector<std::string> withFusion(std::vector<std::string> pipeline, bool fuse
 
 } // namespace
 
-Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision) {
+Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision,
+                                  int smArch) {
   if (layout == "nchw") return false;
   if (layout == "nhwc") return true;
   if (layout != "auto")
     return Status(ErrorCode::Usage, "--layout must be nchw, nhwc or auto, not '" + layout + "'");
   HGP_ASSIGN_OR_RETURN(DType low, activationDType(precision));
-  return low != DType::F32;
+  // Tensor cores: fp16 from Volta (sm70), bf16 and TF32 from Ampere (sm80).
+  if (low == DType::F16) return smArch >= 70;
+  if (low == DType::BF16 || precision == "tf32") return smArch >= 80;
+  return false;
 }
 
 Expected<DType> activationDType(const std::string& precision) {
@@ -95,7 +108,8 @@ Expected<DType> activationDType(const std::string& precision) {
 Expected<Compilation> compileModel(const CompileOptions& o) {
   Compilation c;
   HGP_ASSIGN_OR_RETURN(DType low, activationDType(o.precision));
-  HGP_ASSIGN_OR_RETURN(bool nhwc, channelsLastLayout(o.layout, o.precision));
+  HGP_ASSIGN_OR_RETURN(Target target, compileTarget(o));
+  HGP_ASSIGN_OR_RETURN(bool nhwc, channelsLastLayout(o.layout, o.precision, target.smArch()));
   if (low != DType::F32 && !o.training)
     return Status(ErrorCode::Usage, "--precision " + o.precision +
                                         " is mixed-precision training; --forward-only plans are "
@@ -174,14 +188,11 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
   HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
-  Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
-  if (!target && o.target.empty()) target = findTarget("h200");
-  if (!target) return target.status();
 
   // ---- Issue 5: intra-layer split and micro-batch pipeline, on the memory-planned plan. ----
   // (Before the records are matched: they were measured on the sliced plan.)
   SliceOptions so = o.slicing;
-  so.target = &*target;
+  so.target = &target;
   so.precision = o.precision;
   so.maxStreams = o.maxStreams;
   c.slicing = sliceBatches(c.emitted.plan, so);
@@ -190,7 +201,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
 
   // Issue 6: the fused elementwise steps' CUDA kernels, for the target's architecture.
   if (o.kernels != CompileOptions::Kernels::Off)
-    HGP_TRY(generateFusedKernels(c.emitted.plan, target->smArch(),
+    HGP_TRY(generateFusedKernels(c.emitted.plan, target.smArch(),
                                  o.kernels == CompileOptions::Kernels::Required));
 
   if (!o.records.empty()) {
@@ -200,9 +211,9 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   }
   // Data parallelism puts the collectives on a stream of their own even with one compute stream.
   if (o.maxStreams > 1 || (o.training && o.train.ranks > 1)) {
-    StreamAssignment a = assignStreams(c.emitted.plan, *target, o.precision, o.maxStreams, {},
+    StreamAssignment a = assignStreams(c.emitted.plan, target, o.precision, o.maxStreams, {},
                                        c.records ? &*c.records : nullptr);
-    c.emitted.plan.meta.setString("target", target->name);
+    c.emitted.plan.meta.setString("target", target.name);
     c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
   }
   return c;

@@ -45,8 +45,8 @@ struct CompileOptions {
   /// as given.
   bool fuse = true;
   /// "nchw", "nhwc" or "auto": channels-last activations around the convolutions (the pass
-  /// layout-nhwc, docs/layout.md); auto picks nhwc for bf16 and fp16, whose tensor-core
-  /// convolutions want it, and nchw otherwise.
+  /// layout-nhwc, docs/layout.md); auto picks nhwc where the precision runs on the target's
+  /// tensor cores (tf32, bf16, fp16), whose convolutions want it, and nchw for fp32.
   std::string layout = "auto";
   /// The GPU the schedule is made for (--target); empty: the local GPU when hgpc knows it,
   /// else h200.
@@ -82,9 +82,11 @@ Expected<Compilation> compileModel(const CompileOptions& options);
 
 /// The activation dtype of a --precision: F32 for fp32 and tf32, BF16, F16; else a usage error.
 Expected<DType> activationDType(const std::string& precision);
-/// Whether a --layout (with the --precision it goes with) means channels-last; a usage error
-/// for an unknown layout.
-Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision);
+/// Whether a --layout (with the --precision and the target's architecture) means channels-last:
+/// auto picks it where the precision runs on tensor cores (tf32 and bf16 from sm80, fp16 from
+/// sm70); a usage error for an unknown layout.
+Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision,
+                                  int smArch);
 
 /// Packs a compilation into a bundle: the plan text, the data section (moved out of `c`), and
 /// the save template with the trained tensors cut out.

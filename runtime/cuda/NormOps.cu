@@ -223,8 +223,8 @@ ChannelShape nhwcChannels(const Shape& s) {
 }
 
 /// Elementwise pass over NHWC rows (NhwcTiling): a thread takes channels V*j .. V*j + V - 1,
-/// fetches their coefficients once (f.columns<V>), then walks down the rows, two at a time so
-/// that both loads are in flight before either result is stored.
+/// fetches their coefficients once (f.columns<V>), then walks down the rows, four at a time so
+/// that all four loads are in flight before the first result is stored.
 template <int V, typename F>
 __global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
   uint32_t j = blockIdx.y * t.cols + threadIdx.x % t.cols;
@@ -232,15 +232,25 @@ __global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
   auto k = f.template columns<V>(j * V);
   using Loaded = typename decltype(k)::Loaded;
   uint32_t step = gridDim.x * t.rowsPerBlock;
-  for (uint32_t r = blockIdx.x * t.rowsPerBlock + threadIdx.x / t.cols; r < t.rows;
-       r += 2 * step) {
-    uint32_t i = r * t.channels + j * V;
-    bool two = r + step < t.rows;
-    Loaded l0, l1;
+  uint32_t r = blockIdx.x * t.rowsPerBlock + threadIdx.x / t.cols;
+  // Four rows at a time while they are all in range, so that four loads are in flight.
+  for (; r + 3 * step < t.rows; r += 4 * step) {
+    uint32_t i = r * t.channels + j * V, d = step * t.channels;
+    Loaded l0, l1, l2, l3;
     k.load(i, l0);
-    if (two) k.load(i + step * t.channels, l1);
+    k.load(i + d, l1);
+    k.load(i + 2 * d, l2);
+    k.load(i + 3 * d, l3);
     k.store(i, l0);
-    if (two) k.store(i + step * t.channels, l1);
+    k.store(i + d, l1);
+    k.store(i + 2 * d, l2);
+    k.store(i + 3 * d, l3);
+  }
+  for (; r < t.rows; r += step) {
+    uint32_t i = r * t.channels + j * V;
+    Loaded l0;
+    k.load(i, l0);
+    k.store(i, l0);
   }
 }
 
@@ -309,11 +319,19 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
       float run[2][V];
 #pragma unroll
       for (int q = 0; q < V; ++q) run[0][q] = run[1][q] = 0.f;
+      if (r0 + (kFlush - 1) * step < end) {
+        // A whole run in range: no exit in the unrolled loop, so that all kFlush loads can be
+        // issued before the first sum (the memory-level parallelism HBM needs); the order of
+        // the additions is the same as below.
 #pragma unroll
-      for (int u = 0; u < kFlush; ++u) {
-        uint32_t r = r0 + u * step;
-        if (r >= end) break;
-        k.add(run, r * t.channels + j * V);
+        for (int u = 0; u < kFlush; ++u) k.add(run, (r0 + u * step) * t.channels + j * V);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kFlush; ++u) {
+          uint32_t r = r0 + u * step;
+          if (r >= end) break;
+          k.add(run, r * t.channels + j * V);
+        }
       }
 #pragma unroll
       for (int q = 0; q < V; ++q) {

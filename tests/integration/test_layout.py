@@ -14,7 +14,7 @@ computed by the same code in the same order; only the bias gradient's ReduceSum 
 order (over N, H, W of channels-last data), so fp32 agrees to float rounding (1e-5) and bf16/fp16
 to the rounding of a 16-bit value. HGP_LAYOUT_DEVICE=cuda runs both on CUDA with
 --deterministic, where cuDNN's channels-last convolutions and the channels-last BatchNorm sums
-add in other orders: tolerance 1e-3 for fp32, 3e-2 for bf16 and fp16.
+add in other orders: tolerance 1e-3 for fp32, 8e-2 for bf16 and fp16.
 
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_layout.py -k bf16
 """
@@ -89,10 +89,10 @@ class LayoutTest(HgpcTestCase):
                            check=True, capture_output=True)
         return path
 
-    def plan(self, precision, layout):
+    def plan(self, precision, layout, *extra):
         code, out, err = run([HGPC, "plan", self.model(), "--batch", "4", "--target", "h200",
                               *TRAIN, "--precision", precision, "--layout", layout, "--no-split",
-                              "--no-pipeline"])
+                              "--no-pipeline", *extra])
         self.assertEqual(code, 0, err)
         return out
 
@@ -122,12 +122,15 @@ class LayoutTest(HgpcTestCase):
         # 31 steps channels-last. Conversions: the image, the 6 filters and their 6 gradients,
         # the global pool's result and its gradient: 15. The Concat, the Split of its gradient,
         # the Pad and PadBwd around the average pool and the bias gradients' ReduceSums stay
-        # inside the channels-last region. In bf16 and fp16 the filters' and their gradients'
-        # Transposes fold into the two CastGroups (fuse-casts): 3 conversions.
+        # inside the channels-last region. The filters' and their gradients' Transposes fold
+        # into the two CastGroups (fuse-casts; in fp32 groups of their own), leaving 3
+        # conversions; with --no-fuse all 15 stay.
         summary = re.search(r"^layout: .*$", nhwc_plan, re.M).group(0)
-        want = 15 if precision == "fp32" else 3
-        self.assertTrue(summary.startswith(
-            "layout: nhwc, 31 steps channels-last, %d conversions" % want), summary)
+        self.assertTrue(summary.startswith("layout: nhwc, 31 steps channels-last, 3 conversions"),
+                        summary)
+        unfused = re.search(r"^layout: .*$", self.plan(precision, "nhwc", "--no-fuse"), re.M).group(0)
+        self.assertTrue(unfused.startswith("layout: nhwc, 31 steps channels-last, 15 conversions"),
+                        unfused)
         nhwc_losses, nhwc_evals, nhwc = self.train(precision, "nhwc")
         plain_losses, plain_evals, plain = self.train(precision, "nchw")
         self.assertEqual(len(plain_losses), 3)
@@ -135,7 +138,10 @@ class LayoutTest(HgpcTestCase):
         if DEVICE == "cpu":
             rtol = 1e-5 if precision == "fp32" else 1e-2
         else:
-            rtol = 1e-3 if precision == "fp32" else 3e-2
+            # cuDNN picks other algorithms per layout, and 3 SGD steps with momentum carry the
+            # differences on: fp16 measured 5.1e-2 on a BatchNorm bias (a sum of gradients
+            # that nearly cancel; H200, sixth session). A layout bug is off by O(1).
+            rtol = 1e-3 if precision == "fp32" else 8e-2
         numpy.testing.assert_allclose(nhwc_losses, plain_losses, rtol=rtol)
         numpy.testing.assert_allclose([e[0] for e in nhwc_evals], [e[0] for e in plain_evals],
                                       rtol=rtol)
@@ -159,7 +165,8 @@ class LayoutTest(HgpcTestCase):
 
     def test_auto_follows_precision(self):
         self.assertIn("layout: nhwc,", self.plan("bf16", "auto"))
-        self.assertIn("layout: nchw\n", self.plan("tf32", "auto"))
+        self.assertIn("layout: nhwc,", self.plan("tf32", "auto"))
+        self.assertIn("layout: nchw\n", self.plan("fp32", "auto"))
 
     def test_unknown_layout_is_a_usage_error(self):
         code, _, err = run([HGPC, "plan", self.model(), "--batch", "4", "--layout", "nwhc"])
