@@ -63,8 +63,10 @@ WIDTHS = (1, 2, 4, 8)
 # The zoo's benchmark cases whose conv layers are studied (bench/models.py names, batch).
 ZOO = [("resnet18_cifar", 128), ("resnet18", 32), ("resnet50", 32), ("resnet50", 128),
        ("vgg16", 32), ("alexnet", 128), ("mobilenet_v2", 64), ("googlenet", 64), ("lenet5", 64)]
-QUERY = ("--target", "h200", "--max-streams", "8", "--no-pipeline")
-DEFAULT_QUERY = ("--target", "h200")
+# The layers were measured in NCHW (PyTorch's default layout, tf32), so the plans asked about
+# them are NCHW too (hgpc's tf32 default is channels-last, docs/layout.md).
+QUERY = ("--target", "h200", "--max-streams", "8", "--no-pipeline", "--layout", "nchw")
+DEFAULT_QUERY = ("--target", "h200", "--layout", "nchw")
 SHAPE_KEYS = ("N", "C", "H", "W", "K", "R", "S", "stride", "pad", "groups", "dilation")
 
 

@@ -3,7 +3,9 @@
 // Sums accumulate in double. When the kept dims are one contiguous run, X is [outer, kept,
 // inner] and each output is a "channel": the convolution-bias gradient (every dim but 1) and
 // full reductions take the split two-stage channel reduction (DeviceUtil.cuh) when each output
-// sums many elements, and reductions over the leading dims (the Gemm-bias gradient) sum columns.
+// sums many elements, and reductions over the leading dims (the Gemm-bias gradient) sum columns,
+// split into parts of rows first when there are many (the bias gradient of a channels-last
+// convolution, docs/layout.md).
 // Everything else runs a thread per output that walks its reduced elements in row-major order,
 // the order in which the CPU adds them. No atomics: results are deterministic. bf16/f16 inputs
 // (mixed precision) are read as float and the result rounded once on store.
@@ -58,6 +60,38 @@ __global__ void columnSumKernel(const T* x, T* y, int64_t rows, int64_t cols, do
   if (threadIdx.y == 0 && c < cols) {
     double sum = 0;
     for (int i = 0; i < 8; ++i) sum += part[i][threadIdx.x];
+    y[c] = fromFloat<T>(float(divisor != 1.0 ? sum / divisor : sum));
+  }
+}
+
+/// The first stage of a column sum over many rows (the bias gradient of a channels-last
+/// convolution, [N * H * W, C]): block (p, t) sums rows [p * chunk, (p + 1) * chunk) of columns
+/// 32t .. 32t + 31 as columnSumKernel sums all of them, into partials[p * cols + c].
+template <typename T>
+__global__ void columnPartialsKernel(const T* x, double* partials, int64_t rows, int64_t cols,
+                                     int64_t chunk) {
+  __shared__ double part[8][33];
+  int64_t c = int64_t(blockIdx.y) * 32 + threadIdx.x;
+  int64_t begin = int64_t(blockIdx.x) * chunk, end = min(rows, begin + chunk);
+  double acc = 0;
+  if (c < cols)
+    for (int64_t r = begin + threadIdx.y; r < end; r += 8) acc += toFloat(x[r * cols + c]);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    double sum = 0;
+    for (int i = 0; i < 8; ++i) sum += part[i][threadIdx.x];
+    partials[int64_t(blockIdx.x) * cols + c] = sum;
+  }
+}
+
+/// The second stage: each column's parts added in order.
+template <typename T>
+__global__ void columnFinalizeKernel(const double* partials, int parts, int64_t cols,
+                                     double divisor, T* y) {
+  HGP_GRID_LOOP(c, cols) {
+    double sum = 0;
+    for (int p = 0; p < parts; ++p) sum += partials[int64_t(p) * cols + c];
     y[c] = fromFloat<T>(float(divisor != 1.0 ? sum / divisor : sum));
   }
 }
@@ -155,6 +189,23 @@ template <typename T> Status reduce(CudaArgs& a, bool mean) {
       channelFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(outputs, sp.parts,
                                                                             partials, divisor, yp);
       return checkLaunch(a, "channelFinalizeKernel");
+    }
+    if (firstKept >= 0 && s.inner == 1 && outputs > 1 && s.outer >= 1024) {
+      // Many rows: split them into parts, about four blocks per SM in all.
+      int64_t tiles = (outputs + 31) / 32;
+      int64_t parts = std::max<int64_t>(1, std::min<int64_t>(s.outer / 256,
+                                                              4 * smCount(a) / tiles));
+      parts = std::min<int64_t>(parts, 65535);
+      int64_t chunk = (s.outer + parts - 1) / parts;
+      parts = (s.outer + chunk - 1) / chunk;
+      double* partials;
+      HGP_TRY(stepScratch(a, size_t(outputs * parts) * sizeof(double), partials));
+      columnPartialsKernel<<<dim3(unsigned(parts), unsigned(tiles)), dim3(32, 8), 0, a.stream>>>(
+          xp, partials, s.outer, outputs, chunk);
+      HGP_TRY(checkLaunch(a, "columnPartialsKernel"));
+      columnFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(partials, int(parts),
+                                                                           outputs, divisor, yp);
+      return checkLaunch(a, "columnFinalizeKernel");
     }
     if (firstKept >= 0 && s.inner == 1 && outputs > 1) {
       columnSumKernel<<<unsigned((outputs + 31) / 32), dim3(32, 8), 0, a.stream>>>(
