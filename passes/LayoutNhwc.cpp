@@ -34,9 +34,7 @@
 #include "passes/Pass.h"
 #include "runtime/plan/Layout.h"
 
-#include <algorithm>
 #include <map>
-#include <numeric>
 #include <set>
 
 namespace hgp {
