@@ -14,7 +14,7 @@ writes of the plan as compiled, so fusion lowers it) over the time and the HBM b
 
     source .dev/env.sh && python3 bench/bench.py --out $OUT [--cases lenet5:64,resnet50:128]
         [--torch-modes eager,graph,compile,graph-nchw] [--steps 160] [--op-times] [--single-stream]
-        [--unfused] [--nchw] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
+        [--unfused] [--nchw] [--cudnn-fusion] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
 
 graph-nchw (bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside the
 channels_last variants, to show what the layout is worth to PyTorch's kernels.
@@ -26,7 +26,9 @@ ten cases fit one device call. Only the warm-up runs on GPU G; every timing runs
 
 --single-stream, --unfused and --nchw also time hgpc's plan on one stream, compiled with --no-fuse
 (docs/fusion.md) and compiled with --layout nchw (docs/layout.md), and add the gains (that time
-over the default plan's) to the table.
+over the default plan's) to the table. --cudnn-fusion times the plan run with --no-cudnn-fusion
+(every convolution epilogue by hgpc's kernel, none in a cuDNN fused graph) and says how many
+epilogues the default run gave to cuDNN's fused engines (those that timed faster).
 
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
@@ -233,7 +235,8 @@ def torch_kernel_summary(name, batch, top=14):
     return out
 
 
-def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra=(), tag=""):
+def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra=(), tag="",
+              run_extra=()):
     onnx_path = os.path.join(work, "%s.onnx" % name)
     if not os.path.exists(onnx_path):
         how = export(name, onnx_path)
@@ -251,7 +254,7 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
         raise RuntimeError("hgpc compile: " + p.stderr.strip()[-600:])
     metrics = exe + ".jsonl"
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(steps), "--device", "cuda",
-                        "--metrics", metrics, "--progress", "none", "--verbose"]
+                        "--metrics", metrics, "--progress", "none", "--verbose", *run_extra]
                        + (["--op-times", op_times] if op_times else [])
                        + (["--profile", records] if records else []),
                        capture_output=True, text=True)
@@ -285,8 +288,11 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
         work = step_work(hgpc, onnx_path, batch, train_opts, extra)
     except Exception as e:  # noqa: BLE001  (the timing stands without it)
         work = dict(error=str(e)[:300])
+    # Convolution epilogues (docs/fusion.md): how many ran inside a cuDNN fused graph.
+    epilogues = [l for l in p.stderr.splitlines() if re.match(r"cuda: conv '.*': epilogue ", l)]
+    cudnn_fused = sum("cuDNN fused graph" in l for l in epilogues)
     return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:],
-                predicted_ms=predicted, work=work)
+                predicted_ms=predicted, work=work, epilogues=len(epilogues), cudnn_fused=cudnn_fused)
 
 
 def step_work(hgpc, onnx_path, batch, train_opts, extra):
@@ -378,6 +384,9 @@ def main():
                     help="hgpc compile --layout for the timed plan (default auto)")
     ap.add_argument("--nchw", action="store_true",
                     help="also time hgpc compiled with --layout nchw (the layout gain, docs/layout.md)")
+    ap.add_argument("--cudnn-fusion", action="store_true",
+                    help="also time hgpc's plan run with --no-cudnn-fusion (every convolution "
+                         "epilogue by hgpc's kernel), for what cuDNN's fused graphs win")
     ap.add_argument("--unfused", action="store_true",
                     help="also time hgpc's plan compiled with --no-fuse, for the fusion gain")
     ap.add_argument("--profile", action="store_true",
@@ -440,6 +449,16 @@ def main():
                     r["fusion_gain"] = r["hgpc_unfused"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
                 r["hgpc_unfused_error"] = str(e)
+        if args.cudnn_fusion:
+            try:
+                r["hgpc_no_cudnn_fusion"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                                      extra=("--precision", args.precision,
+                                                             "--layout", args.layout),
+                                                      tag="-ncf", run_extra=("--no-cudnn-fusion",))
+                if "hgpc" in r:
+                    r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_no_cudnn_fusion_error"] = str(e)
         if args.nchw:
             try:
                 r["hgpc_nchw"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
@@ -479,6 +498,8 @@ def main():
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
     single += ["hgpc nchw ms", "layout gain"] if args.nchw else []
+    single += ["epilogues in cuDNN graphs", "hgpc no-cuDNN-fusion ms", "cuDNN fusion gain"] \
+        if args.cudnn_fusion else []
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
              + " | ratio to best torch | hgpc MiB | torch MiB | compile s"
              + " | hgpc % of peak FLOP/s | hgpc % of HBM bandwidth | best torch % of peak FLOP/s |",
@@ -499,6 +520,11 @@ def main():
             h1 = r.get("hgpc_nchw")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["layout_gain"] if "layout_gain" in r else "")
+        if args.cudnn_fusion:
+            cells.append("%d of %d" % (h["cudnn_fused"], h["epilogues"]) if h else "")
+            h1 = r.get("hgpc_no_cudnn_fusion")
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r["cudnn_fusion_gain"] if "cudnn_fusion_gain" in r else "")
         for m in args.torch_modes.split(","):
             t = r.get("torch_" + m)
             cells.append("%.3f" % t["ms"] if t else "error" if "torch_%s_error" % m in r else "-")

@@ -39,11 +39,11 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
 std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
 std::vector<std::string> trainPipeline() {
   return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "fuse-batch-norm",
-          "all-reduce-gradients",
+          "fuse-conv-epilogue", "all-reduce-gradients",
           "add-optimizer"};
 }
 std::vector<std::string> evalPipeline() {
-  return {"canonicalize", "eval-mode", "add-loss", "fuse-batch-norm"};
+  return {"canonicalize", "eval-mode", "add-loss", "fuse-batch-norm", "fuse-conv-epilogue"};
 }
 
 std::vector<std::string> withoutFusion(std::vector<std::string> pipeline) {

@@ -62,6 +62,9 @@ struct BackendOptions {
   bool deterministic = false;
   /// Execute every step op by op and never capture a CUDA graph (for tests comparing the two).
   bool eager = false;
+  /// GPU: let a convolution with an epilogue (bias, Relu) run as one cuDNN fused graph where
+  /// timing shows it faster than the convolution followed by hgpc's epilogue kernel.
+  bool cudnnFusion = true;
   /// Where algorithm choices are remembered ("" = the default location).
   std::string tuningCache;
   /// Print what the backend chose and timed.

@@ -24,6 +24,10 @@ Expected<Value*> biasGrad(GradContext& ctx, Value* dy) {
 } // namespace
 
 Status gradConv(GradContext& ctx) {
+  // fuse-conv-epilogue runs after autodiff; a convolution with a Relu epilogue has no rule.
+  if (ctx.attrs().getString("activation", "none") != "none")
+    return Status(ErrorCode::Internal, "a convolution with a fused activation cannot be "
+                                       "differentiated: run fuse-conv-epilogue after autodiff");
   Value* dy = ctx.outGrad(0);
   if (ctx.needs(0)) {
     AttrMap a = geometry(ctx.attrs());

@@ -7,6 +7,7 @@
 #include "runtime/cpu/Im2col.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hgp::cpu {
 
@@ -91,6 +92,13 @@ Status execConv(KernelArgs& a) {
   float* y = a.out[0].f32();
   convForward(g, a.in[0].f32(), a.in[1].f32(), y);
   if (a.in.size() == 3) addBias(a.in[2].f32(), g.n, g.outC, g.outVol(), y);
+  std::string act = a.attrs().getString("activation", "none");
+  if (act == "relu")
+    parallelFor(a.out[0].numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = y[i] > 0.f || std::isnan(y[i]) ? y[i] : 0.f;
+    });
+  else if (act != "none")
+    return a.fail("unknown activation '" + act + "'");
   return Status::ok();
 }
 

@@ -37,7 +37,9 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
   return Status::ok();
 }
 
-constexpr int64_t kX = 1, kW = 2, kY = 3; ///< Tensor uids in the variant pack.
+/// Tensor uids in the variant pack; the last two are the epilogue's bias and its virtual
+/// intermediates.
+constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6;
 
 /// Dense strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost).
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLast) {
@@ -59,10 +61,11 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLa
 }
 
 Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type,
-              bool channelsLast) {
+              bool channelsLast, bool isVirtual = false) {
   std::vector<int64_t> strides = stridesOf(dims, channelsLast);
   int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
   HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+  if (isVirtual) HGP_TRY(set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, int64_t(dims.size()), dims.data()));
   HGP_TRY(set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, int64_t(strides.size()), strides.data()));
@@ -94,10 +97,30 @@ bool acceptable(cudnnBackendDescriptor_t cfg, bool allowTf32, bool deterministic
   return true;
 }
 
+/// A pointwise operation y = mode(x[, b]) computed in float.
+Status pointwise(Desc& pw, Desc& op, cudnnPointwiseMode_t mode, Desc& x, Desc* b, Desc& y) {
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  auto bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+  HGP_TRY(create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pw));
+  HGP_TRY(set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  HGP_TRY(set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(pw.d));
+  HGP_TRY(create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op));
+  HGP_TRY(set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, bd, 1, &pw.d));
+  HGP_TRY(set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, bd, 1, &x.d));
+  if (b) HGP_TRY(set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, bd, 1, &b->d));
+  HGP_TRY(set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, bd, 1, &y.d));
+  HGP_CUDNN_TRY(cudnnBackendFinalize(op.d));
+  return Status::ok();
+}
+
 } // namespace
 
 struct ConvGraphDescriptors {
   Desc x, w, y, conv, op, graph;
+  /// The epilogue: the bias vector, the float intermediates and the pointwise operations.
+  Desc bias, convOut, biased, addPw, addOp, reluPw, reluOp;
+  bool hasBias = false;
   std::vector<Desc> configs;
   std::vector<Desc> plans; ///< Parallel to configs; empty where not built.
 };
@@ -108,13 +131,17 @@ ConvGraphPlan::ConvGraphPlan(std::shared_ptr<ConvGraphDescriptors> d, size_t ind
 
 ConvGraphPlan::~ConvGraphPlan() = default;
 
-Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace) const {
+Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace,
+                              void* bias) const {
   Desc pack;
-  int64_t uids[3] = {kX, kW, kY};
-  void* ptrs[3] = {x, w, y};
+  int64_t uids[4] = {kX, kW, kY, kBias};
+  void* ptrs[4] = {x, w, y, bias};
+  int64_t n = d_->hasBias ? 4 : 3;
+  if (d_->hasBias && !bias)
+    return Status(ErrorCode::Internal, "a fused convolution plan needs its bias");
   HGP_TRY(create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack));
-  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
-  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs));
+  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+  HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
   HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   HGP_CUDNN_TRY(cudnnBackendFinalize(pack.d));
   HGP_CUDNN_TRY(cudnnBackendExecute(h, d_->plans[index_].d, pack.d));
@@ -123,11 +150,17 @@ Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* 
 
 Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
-               bool deterministic, size_t limit, long only, float beta) {
+               bool deterministic, size_t limit, long only, float beta, ConvEpilogue epilogue) {
+  if (epilogue.any() && (phase != ConvPhase::Forward || beta != 0.f))
+    return Status(ErrorCode::Internal, "only a forward convolution that overwrites its result takes an epilogue");
   auto d = std::make_shared<ConvGraphDescriptors>();
   HGP_TRY(tensor(d->x, kX, g.x, g.dataType, g.channelsLast));
   HGP_TRY(tensor(d->w, kW, g.w, g.dataType, g.channelsLast));
   HGP_TRY(tensor(d->y, kY, g.y, g.dataType, g.channelsLast));
+  // With an epilogue the convolution writes a virtual float tensor the pointwise ops read.
+  Desc& convY = epilogue.any() ? d->convOut : d->y;
+  if (epilogue.any())
+    HGP_TRY(tensor(d->convOut, kConvOut, g.y, CUDNN_DATA_FLOAT, g.channelsLast, true));
 
   int64_t spatial = int64_t(g.pads.size());
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
@@ -149,7 +182,7 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
     HGP_TRY(create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, d->op));
     HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, bd, 1, &d->x.d));
     HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, bd, 1, &d->w.d));
-    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, bd, 1, &d->y.d));
+    HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, bd, 1, &convY.d));
     HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, bd, 1, &d->conv.d));
     HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
     HGP_TRY(set(d->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
@@ -175,19 +208,50 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
   }
   HGP_CUDNN_TRY(cudnnBackendFinalize(d->op.d));
 
+  std::vector<cudnnBackendDescriptor_t> ops = {d->op.d};
+  if (epilogue.bias) {
+    std::vector<int64_t> bdims(g.y.size(), 1);
+    bdims[1] = g.y[1];
+    d->hasBias = true;
+    HGP_TRY(tensor(d->bias, kBias, bdims, g.dataType, g.channelsLast));
+    Desc& out = epilogue.relu ? d->biased : d->y;
+    if (epilogue.relu)
+      HGP_TRY(tensor(d->biased, kBiased, g.y, CUDNN_DATA_FLOAT, g.channelsLast, true));
+    HGP_TRY(pointwise(d->addPw, d->addOp, CUDNN_POINTWISE_ADD, d->convOut, &d->bias, out));
+    ops.push_back(d->addOp.d);
+  }
+  if (epilogue.relu) {
+    Desc& in = epilogue.bias ? d->biased : d->convOut;
+    HGP_TRY(pointwise(d->reluPw, d->reluOp, CUDNN_POINTWISE_RELU_FWD, in, nullptr, d->y));
+    ops.push_back(d->reluOp.d);
+  }
   HGP_TRY(create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, d->graph));
-  HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, bd, 1, &d->op.d));
+  HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, bd, int64_t(ops.size()), ops.data()));
   HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  HGP_CUDNN_TRY(cudnnBackendFinalize(d->graph.d));
+  using Plans = std::vector<std::unique_ptr<ConvGraphPlan>>;
+  if (cudnnStatus_t e = cudnnBackendFinalize(d->graph.d); e != CUDNN_STATUS_SUCCESS) {
+    if (epilogue.any()) return Plans{}; // this cuDNN cannot express the fusion
+    return cudnnError(e, "cudnnBackendFinalize(operation graph)", __FILE__, __LINE__);
+  }
 
+  // The heuristics' engine configurations; a fused graph that mode A has nothing for is offered
+  // to the fallback list (cuDNN's runtime-fusion engines).
   Desc heur;
-  cudnnBackendHeurMode_t heurMode = CUDNN_HEUR_MODE_A;
-  HGP_TRY(create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heur));
-  HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, bd, 1, &d->graph.d));
-  HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heurMode));
-  HGP_CUDNN_TRY(cudnnBackendFinalize(heur.d));
   int64_t count = 0;
-  HGP_CUDNN_TRY(cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, bd, 0, &count, nullptr));
+  for (cudnnBackendHeurMode_t heurMode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    heur = Desc();
+    count = 0;
+    HGP_TRY(create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heur));
+    HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, bd, 1, &d->graph.d));
+    HGP_TRY(set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heurMode));
+    cudnnStatus_t e = cudnnBackendFinalize(heur.d);
+    if (e == CUDNN_STATUS_SUCCESS)
+      e = cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, bd, 0, &count, nullptr);
+    if (e != CUDNN_STATUS_SUCCESS && !epilogue.any())
+      return cudnnError(e, "cudnnBackendFinalize(engine heuristics)", __FILE__, __LINE__);
+    if (count > 0 || !epilogue.any()) break;
+  }
+  if (count == 0 && epilogue.any()) return Plans{};
   d->configs.resize(size_t(count));
   std::vector<cudnnBackendDescriptor_t> raw(static_cast<size_t>(count));
   for (size_t i = 0; i < raw.size(); ++i) {

@@ -30,6 +30,15 @@ struct ConvGeometry {
   bool channelsLast = false;
 };
 
+/// What a forward phase does after the convolution, inside the same cuDNN graph: add a
+/// per-channel bias (a [K] vector, the tensor's dtype) and apply Relu, in float, rounding once
+/// when the result is stored. cuDNN's runtime-fusion engines run such a graph as one kernel;
+/// ConvOps times them against the convolution followed by hgpc's own epilogue kernel.
+struct ConvEpilogue {
+  bool bias = false, relu = false;
+  bool any() const { return bias || relu; }
+};
+
 struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)
 
 /// A finalized execution plan for one phase.
@@ -44,8 +53,9 @@ public:
   size_t index() const { return index_; }
   int64_t workspace() const { return workspace_; }
   /// Runs the phase on `stream`'s handle: (x, w, y) for Forward, (dx, w, dy) for BackwardData,
-  /// (x, dw, dy) for BackwardFilter.
-  Status execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace) const;
+  /// (x, dw, dy) for BackwardFilter. `bias` is the epilogue's bias vector, when it has one.
+  Status execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace,
+                 void* bias = nullptr) const;
 
 private:
   std::shared_ptr<ConvGraphDescriptors> d_;
@@ -57,9 +67,12 @@ private:
 /// use tensor cores when `allowTf32` is off and the nondeterministic ones when `deterministic` is
 /// on, and those that fail to finalize. At most `limit` plans; with `only` set, just the
 /// candidate at that position of the heuristic list (none if it no longer qualifies). `beta`
-/// scales what the result held before (1: accumulate into it).
+/// scales what the result held before (1: accumulate into it). A forward phase with an
+/// `epilogue` builds the fused graph (beta must then be 0); an empty list, not an error, when
+/// no engine supports the fusion.
 Expected<std::vector<std::unique_ptr<ConvGraphPlan>>>
 convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool allowTf32,
-               bool deterministic, size_t limit, long only = -1, float beta = 0.f);
+               bool deterministic, size_t limit, long only = -1, float beta = 0.f,
+               ConvEpilogue epilogue = {});
 
 } // namespace hgp::cuda

@@ -12,6 +12,10 @@
 // by the same kernel, which rounds y + bias once more. Channels-last (layout="nhwc",
 // runtime/plan/Layout.h): the same NCHW-ordered dims with NHWC strides for x and y, and the
 // filter in cuDNN's NHWC (KRSC) format, which is what the tensor-core kernels read natively.
+// Epilogue (Conv's bias and activation="relu", fuse-conv-epilogue): hgpc's kernel adds the bias
+// and applies the Relu in one pass after the convolution; where cuDNN's graph API has engines
+// for convolution + bias + Relu as one graph (its runtime fusion), those are timed against the
+// convolution plus that kernel and the faster way is kept (--no-cudnn-fusion: never fused).
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
@@ -22,8 +26,8 @@
 
 namespace hgp::cuda {
 
-Status launchAddChannelBias(DType t, void* y, const void* bias, int64_t n, int64_t c,
-                            int64_t spatial, cudaStream_t stream); // ConvBias.cu
+Status launchConvEpilogue(const CudaArgs& a, const DeviceTensor& y, const DeviceTensor* bias,
+                          int64_t c, int64_t plane, bool relu); // ConvBias.cu
 
 namespace {
 
@@ -50,6 +54,10 @@ struct ConvState final : StepState {
   bool ready = false; ///< Described and an algorithm chosen.
   int algo = -1;      ///< The legacy algorithm, unless `graph` is set.
   std::unique_ptr<ConvGraphPlan> graph;
+  /// Forward with an epilogue: the cuDNN graph that runs convolution, bias and Relu in one, when
+  /// it timed faster than `algo`/`graph` followed by the epilogue kernel.
+  std::unique_ptr<ConvGraphPlan> fused;
+  ConvEpilogue epilogue;
   ConvGeometry geom;
   size_t workspace = 0;
   float beta = 0.f; ///< 1 when the phase adds to its result (accumulate=1)
@@ -154,6 +162,9 @@ std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape&
         : a.ctx.allowTf32                      ? "tf32"
                                                : "fp32")
     << ";" << (a.ctx.deterministic ? "det" : "any");
+  if (s.epilogue.any())
+    k << ";ep=" << (s.epilogue.bias ? "bias" : "") << (s.epilogue.relu ? "+relu" : "")
+      << (a.ctx.cudnnFusion ? "" : ",unfused");
   return k.str();
 }
 
@@ -250,11 +261,56 @@ Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* w
   return Status::ok();
 }
 
+/// The epilogue kernel over the result `y` of a convolution: add `bias` (when given) per channel,
+/// then Relu (when `relu`).
+Status runEpilogue(CudaArgs& a, const DeviceTensor& y, const DeviceTensor* bias, bool relu) {
+  // Channels-last: the channel is the innermost index, so every element is its own "plane".
+  bool last = a.attrs().getString("layout") == "nhwc";
+  int64_t c = last ? y.dim(y.rank() - 1) : y.dim(1);
+  int64_t plane = last ? 1 : y.numel() / (y.dim(0) * c);
+  return launchConvEpilogue(a, y, bias, c, plane, relu);
+}
+
+/// Times cuDNN's fused convolution + epilogue graphs against the forward choice in `s` followed
+/// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that.
+Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const DeviceTensor& y,
+                       const DeviceTensor* bias, void* scratch, size_t scratchBytes) {
+  auto plans = convGraphPlans(a.ctx.cudnn, Phase::Forward, s.geom, tensorCoresAllowed(a, s),
+                              a.ctx.deterministic, kGraphCandidates, -1, 0.f, s.epilogue);
+  if (!plans || plans->empty()) {
+    if (a.ctx.verbose)
+      std::fprintf(stderr, "cuda: fwd '%s': no cuDNN engine fuses the epilogue\n", a.step.loc.c_str());
+    return Status::ok();
+  }
+  void* b = bias ? bias->data : nullptr;
+  double unfused = timeRuns(a.stream, [&] {
+    return runPhase(a, s, Phase::Forward, s.graph.get(), xp, wp, y.data, scratch) &&
+           bool(runEpilogue(a, y, bias, s.epilogue.relu));
+  });
+  double best = unfused;
+  for (auto& plan : *plans) {
+    if (size_t(plan->workspace()) > scratchBytes) continue;
+    double t = timeRuns(a.stream, [&] { return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b)); });
+    if (t < best) {
+      best = t;
+      s.fused = std::move(plan);
+    }
+  }
+  if (s.fused) s.workspace = size_t(s.fused->workspace());
+  if (a.ctx.verbose)
+    std::fprintf(stderr, "cuda: fwd '%s': epilogue %s, %.3f ms (unfused %.3f ms)\n", a.step.loc.c_str(),
+                 s.fused ? ("cuDNN fused engine " + std::to_string(s.fused->index())).c_str() : "kernel",
+                 best, unfused);
+  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+  return Status::ok();
+}
+
 /// Chooses the algorithm of one phase: from the tuning cache, or by timing.
 /// `xp`, `wp`, `yp` are the input-side, weight and output-side buffers the timing may overwrite
-/// the outputs of.
+/// the outputs of. A forward phase with an epilogue also passes its result `y` and `bias`.
 Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
-              const Shape& ys, void* xp, void* wp, void* yp) {
+              const Shape& ys, void* xp, void* wp, void* yp, const DeviceTensor* y = nullptr,
+              const DeviceTensor* bias = nullptr) {
   std::string key = tuningKey(a, s, phase, xs, ws, ys);
   if (auto hit = a.ctx.tuning->lookup(key)) {
     int algo = 0, math = 0;
@@ -265,6 +321,15 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
       s.workspace = bytes;
       HGP_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, mathFor(a, s, cudnnMathType_t(math))));
       return a.ctx.reserveWorkspace(s.workspace);
+    }
+    if (std::sscanf(hit->c_str(), "fused=%ld", &index) == 1 && s.epilogue.any()) {
+      auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, tensorCoresAllowed(a, s),
+                                  a.ctx.deterministic, 1, index, 0.f, s.epilogue);
+      if (plans && !plans->empty()) {
+        s.fused = std::move(plans->front());
+        s.workspace = size_t(s.fused->workspace());
+        return a.ctx.reserveWorkspace(s.workspace);
+      }
     }
     if (std::sscanf(hit->c_str(), "graph=%ld", &index) == 1) {
       auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, tensorCoresAllowed(a, s),
@@ -308,9 +373,14 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
   }
   if (st) st = tryGraphEngines(a, s, phase, xp, wp, yp, scratch, scratchBytes);
+  if (st && phase == Phase::Forward && s.epilogue.any() && a.ctx.cudnnFusion && y)
+    st = tryFusedEngines(a, s, xp, wp, *y, bias, scratch, scratchBytes);
   cudaFree(scratch);
   HGP_TRY(st);
-  if (s.graph)
+  if (s.fused)
+    a.ctx.tuning->insert(key, "fused=" + std::to_string(s.fused->index()) +
+                                  " ws=" + std::to_string(s.workspace));
+  else if (s.graph)
     a.ctx.tuning->insert(key, "graph=" + std::to_string(s.graph->index()) +
                                   " ws=" + std::to_string(s.workspace));
   else
@@ -321,29 +391,30 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
 
 const float kOne = 1.0f, kZero = 0.0f;
 
-Status addBias(CudaArgs& a, const DeviceTensor& y, const DeviceTensor& b) {
-  if (b.dtype != y.dtype) return a.fail("the bias must have the result's dtype");
-  // Channels-last: the channel is the innermost index, so every element is its own "plane".
-  bool last = a.attrs().getString("layout") == "nhwc";
-  int64_t c = last ? y.dim(y.rank() - 1) : y.dim(1);
-  int64_t outer = last ? y.numel() / c : y.dim(0), spatial = last ? 1 : y.numel() / (outer * c);
-  HGP_TRY(launchAddChannelBias(y.dtype, y.data, b.data, outer, c, spatial, a.stream));
-  return checkLaunch(a, "addChannelBias");
-}
-
-/// Y = conv(X, W): forward.
-Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y) {
+/// Y = act(conv(X, W) + B): forward, with the epilogue (bias, activation) when there is one.
+Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
+               const DeviceTensor* bias) {
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
+    std::string act = a.attrs().getString("activation", "none");
+    if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
+    s.epilogue = {bias != nullptr, act == "relu"};
     HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape, x.dtype));
-    HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data));
+    HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data, &y, bias));
     s.ready = true;
+    if (a.ctx.verbose && s.epilogue.any())
+      std::fprintf(stderr, "cuda: conv '%s': epilogue %s\n", a.step.loc.c_str(),
+                   s.fused ? "in a cuDNN fused graph" : "by hgpc's kernel");
   }
-  if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace);
-  HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
-                                        cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
-                                        s.workspace, &kZero, s.y, y.data));
-  return Status::ok();
+  if (s.fused)
+    return s.fused->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace,
+                           bias ? bias->data : nullptr);
+  if (s.graph) HGP_TRY(s.graph->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace));
+  else
+    HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
+                                          cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
+                                          s.workspace, &kZero, s.y, y.data));
+  return s.epilogue.any() ? runEpilogue(a, y, bias, s.epilogue.relu) : Status::ok();
 }
 
 /// dX = conv^T(dY, W): the gradient of a convolution whose input has dx's shape.
@@ -393,14 +464,13 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
 } // namespace
 
 Status execConv(CudaArgs& a) {
-  HGP_TRY(forward(a, a.in[0], a.in[1], a.out[0]));
-  return a.in.size() == 3 ? addBias(a, a.out[0], a.in[2]) : Status::ok();
+  return forward(a, a.in[0], a.in[1], a.out[0], a.in.size() == 3 ? &a.in[2] : nullptr);
 }
 
 // ConvTranspose(X, W) is the data gradient of a convolution from Y to X.
 Status execConvTranspose(CudaArgs& a) {
   HGP_TRY(backwardData(a, a.in[0], a.in[1], a.out[0]));
-  return a.in.size() == 3 ? addBias(a, a.out[0], a.in[2]) : Status::ok();
+  return a.in.size() == 3 ? runEpilogue(a, a.out[0], &a.in[2], false) : Status::ok();
 }
 
 Status execConvBwdData(CudaArgs& a) { return backwardData(a, a.in[0], a.in[1], a.out[0]); }

@@ -255,6 +255,7 @@ public:
     }
     ctx_.deterministic = opts_.deterministic;
     ctx_.verbose = opts_.verbose;
+    ctx_.cudnnFusion = opts_.cudnnFusion;
     ctx_.tuning = &tuning_;
     if (opts_.ranks > 1) {
       if (!opts_.shareUniqueId) return Status(ErrorCode::Internal, "no rendezvous for the NCCL id");
@@ -423,6 +424,7 @@ private:
     c.comm = ctx_.comm;
     c.deterministic = ctx_.deterministic;
     c.verbose = ctx_.verbose;
+    c.cudnnFusion = ctx_.cudnnFusion;
     c.allowTf32 = ctx_.allowTf32;
     c.workspaceLimit = ctx_.workspaceLimit;
     c.tuning = ctx_.tuning;

@@ -73,6 +73,8 @@ struct CudaContext {
   bool deterministic = false;
   /// Say on stderr what was chosen (--verbose).
   bool verbose = false;
+  /// Convolutions with an epilogue may run as one cuDNN fused graph (BackendOptions).
+  bool cudnnFusion = true;
   /// Tensor cores may round fp32 inputs to TF32 in convolutions and matrix products.
   bool allowTf32 = true;
   /// The most scratch memory one step may use, in bytes (the algorithm search respects it).

@@ -52,6 +52,7 @@ public:
     BackendOptions bo;
     bo.deterministic = opt_.deterministic;
     bo.eager = opt_.eager;
+    bo.cudnnFusion = !opt_.noCudnnFusion;
     bo.verbose = opt_.verbose;
     bo.opTimes = opt_.opTimes;
     HGP_ASSIGN_OR_RETURN(ranks_, detectRankEnv(opt_.rendezvous));

@@ -28,6 +28,7 @@ struct RunOptions {
   int64_t maxNonFinite = 5;     ///< Consecutive skipped steps before the run stops.
   bool deterministic = false;   ///< Only deterministic GPU algorithms.
   bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
+  bool noCudnnFusion = false;   ///< GPU: no cuDNN conv+bias+relu graphs (for comparison).
   bool verbose = false;
   std::string opTimes;          ///< GPU: per-launch times of one step to this file.
   std::string profile;          ///< GPU: CUPTI records of one step to this file.

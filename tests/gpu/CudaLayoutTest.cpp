@@ -55,6 +55,7 @@ struct Case {
   int results = -1;      ///< The op's result count (-1: its default).
   bool exact = false;    ///< The same operations per element in both layouts and on the CPU.
   bool integers = false; ///< Rank-4 operands get small integers: many ties.
+  bool castVectors = false; ///< Per-channel operands take the case's precision too (a conv bias).
 };
 
 Value* transpose(Graph& g, Value* v, I perm) {
@@ -84,10 +85,8 @@ std::optional<EmittedPlan> planOf(const Case& c, DType low) {
     std::vector<Value*> ins;
     for (Value* p : params) {
       Value* v = p;
-      if (v->rank() == 4) {
-        if (nhwc) v = transpose(g, v, {0, 2, 3, 1});
-        if (v && low != DType::F32) v = cast(g, v, low);
-      }
+      if (v->rank() == 4 && nhwc) v = transpose(g, v, {0, 2, 3, 1});
+      if (v && (v->rank() == 4 || c.castVectors) && low != DType::F32) v = cast(g, v, low);
       if (!v) return std::nullopt;
       ins.push_back(v);
     }
@@ -396,6 +395,40 @@ TEST(CudaLayout, GlobalAveragePoolBwd) {
     c.exact = true;
     check(c);
   }
+}
+
+// ---- Convolution epilogues -------------------------------------------------------------------
+
+/// Conv with its bias and activation="relu" (fuse-conv-epilogue): hgpc's epilogue kernel or a
+/// cuDNN fused graph, whichever timed faster, in both layouts. Shapes cover the 16-byte paths
+/// (NCHW planes of 64; NHWC rows of 16 channels), NCHW planes of 42 and NHWC rows of 8 (vector
+/// in one layout, scalar in the other for 16-bit data), and 12 channels (f32 vectors, 16-bit
+/// scalar in NHWC).
+TEST(CudaLayout, ConvEpilogue) {
+  HGP_REQUIRE_CUDA();
+  struct Geometry {
+    Shape x, w;
+    I pads;
+  };
+  std::vector<Geometry> geometries = {{{2, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1}},
+                                      {{2, 8, 7, 6}, {8, 8, 3, 3}, {1, 1, 1, 1}},
+                                      {{2, 12, 5, 5}, {12, 12, 1, 1}, {0, 0, 0, 0}}};
+  for (const Geometry& gm : geometries)
+    for (bool bias : {true, false})
+      for (const char* act : {"relu", "none"}) {
+        if (!bias && std::string(act) == "none") continue;
+        std::vector<Operand> ins = {{"x", gm.x}, {"w", gm.w, -0.3, 0.3}};
+        if (bias) ins.push_back({"b", {gm.w[0]}});
+        Case c{nameOf(std::string("conv-") + (bias ? "bias-" : "") + act, gm.x), OpKind::Conv,
+               attrs({{"strides", I{1, 1}},
+                      {"pads", gm.pads},
+                      {"dilations", I{1, 1}},
+                      {"group", int64_t(1)},
+                      {"activation", std::string(act)}}),
+               ins};
+        c.castVectors = true;
+        check(c);
+      }
 }
 
 } // namespace

@@ -16,7 +16,8 @@
 # 1/2/4/8 ways, against the width hgpc chose; about 3 minutes, PyTorch only) is not in the
 # default list either, nor is zoo16 (the zoo steps in bf16 and fp16), nor parity16 (3 bf16 steps
 # of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
-# layout (tests/integration/test_layout.py on CUDA: channels-last against NCHW) is not either.
+# layout (tests/integration/test_layout.py on CUDA: channels-last against NCHW) is not either,
+# nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
@@ -54,6 +55,8 @@ PY
     { echo "note: Open MPI not packed; the mpi stage will skip (make deps installs openmpi-bin)"; mpi=; }
   /usr/bin/python3 -W ignore -c "$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/integration"); import test_layout; print(test_layout.MIXED_NET)')" .gpu/mixed_net.onnx > /dev/null 2>&1 ||
     echo "note: the layout stage's model was not exported"
+  /usr/bin/python3 -W ignore -c "$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/integration"); import test_conv_epilogue; print(test_conv_epilogue.CONV_NET)')" .gpu/conv_net.onnx > /dev/null 2>&1 ||
+    echo "note: the epilogue stage's model was not exported"
   tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json $mpi
   mkdir -p .gpu/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .gpu/fashion-mnist/
   rm -rf .gpu/stage
@@ -134,6 +137,15 @@ PY
       HGP_LAYOUT_MODEL=$here/.gpu/mixed_net.onnx python3 -m unittest -v test_layout) \
       > "$OUT/layout_cuda.log" 2>&1
     note "layout nhwc vs nchw on cuda: exit $? ($(tail -1 "$OUT/layout_cuda.log"))"
+    ;;
+  epilogue)
+    # Fused convolution epilogues against --no-fuse on CUDA (tests/integration/
+    # test_conv_epilogue.py; the model exported here by --pack, as .gpu/conv_net.onnx), and which
+    # layers cuDNN's fused conv+bias+relu engines won (--verbose of a bf16 ResNet-free model).
+    (cd tests/integration && HGPC_BUILD=$here/.gpu/.dev HGP_FUSION_DEVICE=cuda \
+      HGP_FUSION_MODEL=$here/.gpu/conv_net.onnx python3 -m unittest -v test_conv_epilogue) \
+      > "$OUT/epilogue_cuda.log" 2>&1
+    note "conv epilogue fused vs unfused on cuda: exit $? ($(tail -1 "$OUT/epilogue_cuda.log"))"
     ;;
   conformance)
     HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1

@@ -316,10 +316,11 @@ TEST(FuseBatchNorm, NoFuseLeavesEveryFusionPassOut) {
   EXPECT_NE(std::find(eval.begin(), eval.end(), "fuse-batch-norm"), eval.end());
   for (const std::string& pass : train) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
   for (const std::string& pass : withoutFusion(eval)) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
-  EXPECT_EQ(train.size() + 1, full.size());
-  // The pass must follow autodiff: the fused ops have no gradient rules.
+  EXPECT_EQ(train.size() + 2, full.size()); // fuse-batch-norm and fuse-conv-epilogue
+  // The passes must follow autodiff: the fused ops have no gradient rules.
   auto at = [&](const char* name) { return std::find(full.begin(), full.end(), name) - full.begin(); };
   EXPECT_LT(at("autodiff"), at("fuse-batch-norm"));
+  EXPECT_LT(at("autodiff"), at("fuse-conv-epilogue"));
 }
 
 TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {

@@ -72,6 +72,9 @@ Status inferConv(InferContext& ctx) {
   HGP_TRY(requireSameFloat(ctx, 1, 0, "weight"));
   HGP_ASSIGN_OR_RETURN(Shape y, convForwardShape(ctx, ctx.in(0).shape, ctx.in(1).shape));
   HGP_TRY(checkBias(ctx, ctx.in(1).shape[0]));
+  std::string act = ctx.attrs.getString("activation", "none");
+  if (act != "none" && act != "relu")
+    return ctx.fail("activation must be \"none\" or \"relu\", not \"" + act + "\"");
   ctx.outputs = {{ctx.in(0).dtype, y}};
   return Status::ok();
 }

@@ -1,0 +1,135 @@
+"""Convolution epilogues (issue 6, docs/fusion.md): with fuse-conv-epilogue a convolution's Relu
+runs as part of the convolution (Conv {activation="relu"}), and a training step trains exactly
+like the unfused one (`--no-fuse`) on the CPU backend.
+
+The model has no BatchNorm, like AlexNet and VGG: a biased 3x3 convolution + ReLU + max pool, a
+bias-free one + ReLU (both fused), a third whose result is read by its ReLU and by an Add (left
+alone: the pre-activation value is needed), global pooling, and a classifier Linear + ReLU +
+Dropout + Linear. Each precision compiles it twice, trains 3 steps of the same data and compares
+the per-step losses, the evaluation and every saved tensor. Relu is exact, so the fused op
+computes the unfused chain's values: fp32, bf16 and fp16 must be bit-identical on the CPU.
+
+HGP_FUSION_DEVICE=cuda runs both on CUDA with --deterministic. There the fused convolution may
+run as one cuDNN graph (convolution, bias and Relu, rounded once) instead of the convolution
+followed by hgpc's epilogue kernel (which rounds the convolution, then the biased value), and
+the two plans may pick different convolution algorithms, so results agree to the tolerance
+documented in docs/fusion.md (1e-3 fp32, 5e-2 bf16/fp16, relative to the largest magnitude).
+HGP_FUSION_MODEL names an exported copy of the model (the GPU machine has no onnx exporter of
+the same version).
+
+Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_conv_epilogue.py -k bf16
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy
+import onnx
+from onnx import numpy_helper
+
+from common import HgpcTestCase, read_jsonl, run, HGPC
+import test_slicing  # not its classes: unittest would run them here too
+
+DEVICE = os.environ.get("HGP_FUSION_DEVICE", "cpu")
+RUN = ["--device", DEVICE] + ([] if DEVICE == "cpu" else ["--deterministic"])
+TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4"]
+
+CONV_NET = """
+import sys
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, 1, 1)
+        self.conv2 = nn.Conv2d(16, 16, 3, 1, 1, bias=False)
+        self.conv3 = nn.Conv2d(16, 16, 3, 1, 1)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.5),
+                                  nn.Linear(32, 10))
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.relu(self.conv2(x))
+        y = self.conv3(x)
+        x = torch.relu(y) + y
+        return self.head(nn.functional.adaptive_avg_pool2d(x, 1))
+
+torch.manual_seed(0)
+m = Net().train()
+torch.onnx.export(m, torch.zeros(2, 1, 28, 28), sys.argv[1], opset_version=17,
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  input_names=["input"], output_names=["logits"],
+                  dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+"""
+
+
+class ConvEpilogueTest(HgpcTestCase):
+    data = test_slicing.SlicingTest.data
+
+    def model(self):
+        if os.environ.get("HGP_FUSION_MODEL"):
+            return os.environ["HGP_FUSION_MODEL"]
+        path = self.path("conv_net.onnx")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, "-W", "ignore", "-c", CONV_NET, path],
+                           check=True, capture_output=True)
+        return path
+
+    def fused_convs(self, precision, args):
+        code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",
+                              *TRAIN, "--precision", precision, *args])
+        self.assertEqual(code, 0, err)
+        lines = [l for l in out.splitlines() if "Conv(" in l or "= Conv" in l]
+        return sum('activation="relu"' in l for l in lines), len(lines)
+
+    def train(self, precision, args, name):
+        exe = self.compile(self.model(), out=name,
+                           args=["--batch", "4", *TRAIN, "--precision", precision, *args])
+        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
+        data = self.data(12)
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
+                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
+        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+        return losses, evals, tensors
+
+    def check(self, precision):
+        # conv1 and conv2 in the training and the eval program; conv3 is read twice.
+        fused, convs = self.fused_convs(precision, [])
+        self.assertEqual(fused, 4)
+        self.assertEqual(self.fused_convs(precision, ["--no-fuse"])[0], 0)
+        fused_losses, fused_evals, fused = self.train(precision, [], "fused")
+        plain_losses, plain_evals, plain = self.train(precision, ["--no-fuse"], "plain")
+        self.assertEqual(len(plain_losses), 3)
+        self.assertEqual(plain.keys(), fused.keys())
+        if DEVICE == "cpu":
+            self.assertEqual(fused_losses, plain_losses)
+            self.assertEqual(fused_evals, plain_evals)
+            for name, want in plain.items():
+                numpy.testing.assert_array_equal(fused[name], want, err_msg=name)
+            return
+        rtol = 1e-3 if precision == "fp32" else 5e-2
+        numpy.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
+        for name, want in plain.items():
+            if want.dtype.kind != "f":
+                continue
+            scale = max(float(numpy.abs(want).max()), 1e-30)
+            err = float(numpy.abs(fused[name].astype(numpy.float64) - want).max()) / scale
+            self.assertLessEqual(err, rtol, "%s: relative error %.3g" % (name, err))
+
+    def test_fp32(self):
+        self.check("fp32")
+
+    def test_bf16(self):
+        self.check("bf16")
+
+    def test_fp16(self):
+        self.check("fp16")
+
+
+if __name__ == "__main__":
+    unittest.main()
