@@ -1,6 +1,6 @@
 // CudaLayoutTest.cpp - the channels-last (layout="nhwc") CUDA executors of BatchNorm (inference,
 // training, gradient, with their fused forms) and of pooling (max, average, global average and
-// their gradients), runtime/cuda/NormOps.cu and PoolOps.cu.
+// their gradients), runtime/cuda/NhwcNormOps.cu and NhwcPoolOps.cu.
 //
 // Each case builds one graph that runs its op twice over the same f32 parameters: once as NCHW,
 // once with layout="nhwc" on operands transposed by (0, 2, 3, 1), in f32, bf16 or f16 (Casts
