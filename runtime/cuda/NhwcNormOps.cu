@@ -79,15 +79,19 @@ __device__ auto StatsSums<T>::columns(uint32_t c0) const -> Columns<N> {
 
 /// BwdSums, NHWC: channels c0 .. c0 + N - 1 (nhwcPartialsKernel).
 template <typename T> template <int N> struct BwdSums<T>::Columns {
-  const T *dy, *x, *z;
+  const T *dy, *dy2, *x, *z;
   T* gOut;
   float mu[N];
   __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
-    PackN<T, N> g = loadPack<N>(dy + off), v = loadPack<N>(x + off), m;
+    PackN<T, N> g = loadPack<N>(dy + off), v = loadPack<N>(x + off), g2, m;
+    if (dy2) g2 = loadPack<N>(dy2 + off);
     if (z) m = loadPack<N>(z + off);
     float gm[N];
 #pragma unroll
-    for (int q = 0; q < N; ++q) gm[q] = z && !(toFloat(m.e[q]) > 0.f) ? 0.f : toFloat(g.e[q]);
+    for (int q = 0; q < N; ++q) {
+      gm[q] = dy2 ? summedGrad<T>(toFloat(g.e[q]), toFloat(g2.e[q])) : toFloat(g.e[q]);
+      gm[q] = z && !(toFloat(m.e[q]) > 0.f) ? 0.f : gm[q];
+    }
     if (gOut) storeVec<N>(gOut + off, gm);
 #pragma unroll
     for (int q = 0; q < N; ++q) {
@@ -100,7 +104,7 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{dy, x, z, gOut, {}};
+  Columns<N> c{dy, dy2, x, z, gOut, {}};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.mu[q] = mean[c0 + q];
   return c;
@@ -112,10 +116,11 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
   BwdApply f;
   BwdCoefficients k[N];
   struct Loaded {
-    PackN<T, N> g, x, z;
+    PackN<T, N> g, g2, x, z;
   };
   __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
     l.g = loadPack<N>(f.dy + i);
+    if (f.dy2) l.g2 = loadPack<N>(f.dy2 + i);
     if (f.batchStats) l.x = loadPack<N>(f.x + i);
     if (f.z) l.z = loadPack<N>(f.z + i);
   }
@@ -123,7 +128,8 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
     float v[N];
 #pragma unroll
     for (int q = 0; q < N; ++q) {
-      float g = f.z && !(toFloat(l.z.e[q]) > 0.f) ? 0.f : toFloat(l.g.e[q]);
+      float g = f.dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
+      g = f.z && !(toFloat(l.z.e[q]) > 0.f) ? 0.f : g;
       v[q] = f.at(k[q], g, f.batchStats ? toFloat(l.x.e[q]) : 0.f);
     }
     storeVec<N>(f.dx + i, v);

@@ -99,34 +99,49 @@ template <typename T> struct StatsSums {
   template <int N> __device__ Columns<N> columns(uint32_t c0) const;
 };
 
-/// dY as the BatchNorm sees it: through the fused Relu's mask (Z > 0) when z is set.
-template <typename T> __device__ __forceinline__ float maskedGrad(float g, const T* z, int64_t i) {
+/// dY in two parts (a folded Sum, dy_parts=2): a + b in float, rounded once to T, which is what
+/// the unfused Sum stored (ElementwiseOps.cu's sum kernels add with __fadd_rn and round so).
+template <typename T> __device__ __forceinline__ float summedGrad(float a, float b) {
+  return toFloat(fromFloat<T>(__fadd_rn(a, b)));
+}
+
+/// dY as the BatchNorm sees it at element i: round(dy + dy2) when dy2 is set (a folded Sum),
+/// then through the fused Relu's mask (Z > 0) when z is set.
+template <typename T>
+__device__ __forceinline__ float gradAt(const T* dy, const T* dy2, const T* z, int64_t i) {
+  float g = toFloat(dy[i]);
+  if (dy2) g = summedGrad<T>(g, toFloat(dy2[i]));
   return z && !(toFloat(z[i]) > 0.f) ? 0.f : g;
 }
 
-/// run[0] += dy, run[1] += dy * (x - mean[c]), dy masked by Z > 0 when fused with ReluBwd; the
-/// masked dy is also stored into gOut when set (exact: it is dy or zero).
+/// run[0] += dy, run[1] += dy * (x - mean[c]), dy summed from its two parts when dy2 is set and
+/// masked by Z > 0 when fused with ReluBwd; that dy is also stored into gOut when set (exact: it
+/// is the rounded sum, or zero).
 template <typename T> struct BwdSums {
-  const T *dy, *x, *z;
+  const T *dy, *dy2, *x, *z;
   T* gOut;
   const float* mean;
   struct Channel {
-    const T *dy, *x, *z;
+    const T *dy, *dy2, *x, *z;
     T* gOut;
     float mu;
     __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
-      float g = maskedGrad(toFloat(dy[off]), z, off);
+      float g = gradAt(dy, dy2, z, off);
       if (gOut) gOut[off] = fromFloat<T>(g);
       run[0] += g;
       run[1] += g * (toFloat(x[off]) - mu);
     }
     template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
-      float g[N], v[N], m[N];
+      float g[N], g2[N], v[N], m[N];
       loadVec<N>(dy + off, g);
+      if (dy2) loadVec<N>(dy2 + off, g2);
       loadVec<N>(x + off, v);
       if (z) loadVec<N>(z + off, m);
 #pragma unroll
-      for (int q = 0; q < N; ++q) g[q] = z && !(m[q] > 0.f) ? 0.f : g[q];
+      for (int q = 0; q < N; ++q) {
+        if (dy2) g[q] = summedGrad<T>(g[q], g2[q]);
+        g[q] = z && !(m[q] > 0.f) ? 0.f : g[q];
+      }
       if (gOut) storeVec<N>(gOut + off, g);
 #pragma unroll
       for (int q = 0; q < N; ++q) {
@@ -135,7 +150,7 @@ template <typename T> struct BwdSums {
       }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {dy, x, z, gOut, mean[c]}; }
+  __device__ Channel channel(int64_t c) const { return {dy, dy2, x, z, gOut, mean[c]}; }
   /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
   template <int N> struct Columns;
   template <int N> __device__ Columns<N> columns(uint32_t c0) const;
@@ -147,9 +162,9 @@ struct BwdCoefficients {
 };
 
 /// dx = k * (dy - mean(dy)) - slope * (x - mu) in float; the frozen form has only k * dy. dy is
-/// masked by Z > 0 when fused with ReluBwd.
+/// summed from its two parts when dy2 is set and masked by Z > 0 when fused with ReluBwd.
 template <typename T> struct BwdApply {
-  const T *dy, *x, *z;
+  const T *dy, *dy2, *x, *z;
   const BwdCoefficients* coef;
   T* dx;
   bool batchStats;
@@ -158,16 +173,20 @@ template <typename T> struct BwdApply {
     return q.k * (g - q.meanDy) - q.slope * (v - q.mu);
   }
   __device__ void one(int64_t c, int64_t i) const {
-    dx[i] = fromFloat<T>(at(coef[c], maskedGrad(toFloat(dy[i]), z, i), toFloat(x[i])));
+    dx[i] = fromFloat<T>(at(coef[c], gradAt(dy, dy2, z, i), toFloat(x[i])));
   }
   template <int N> __device__ void vec(int64_t c, int64_t i) const {
     BwdCoefficients q = coef[c];
-    float g[N], v[N], m[N];
+    float g[N], g2[N], v[N], m[N];
     loadVec<N>(dy + i, g);
+    if (dy2) loadVec<N>(dy2 + i, g2);
     loadVec<N>(x + i, v);
     if (z) loadVec<N>(z + i, m);
 #pragma unroll
-    for (int k = 0; k < N; ++k) g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
+    for (int k = 0; k < N; ++k) {
+      if (dy2) g[k] = summedGrad<T>(g[k], g2[k]);
+      g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
+    }
     storeVec<N>(dx + i, g);
   }
   /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).

@@ -17,7 +17,9 @@
 // pass; a residual S is added to the BN result rounded to Y's type first (as the unfused
 // BatchNormTrain stored it, then Add added it), then relu; BatchNormBwd with activation="relu"
 // reads dY through the mask Z > 0 in both passes (ReluBwd on the fly), or, with a fourth result
-// G, writes the masked dY in its sums pass and reads it back in its dX pass.
+// G, writes the masked dY in its sums pass and reads it back in its dX pass; with dy_parts=2 it
+// reads dY's two parts (a folded Sum) wherever it read dY and adds them as the Sum would have
+// (in float, rounded once to T), so the dX pass that reads G needs neither part.
 //
 // Throughput. These kernels are memory-bound: on an H200 one SM must consume about 18 bytes per
 // cycle (9 bf16 elements) to keep up with HBM, which leaves a handful of instructions per element.
@@ -34,6 +36,7 @@
 // Channels-last (layout="nhwc"): the same ops and finalize kernels, with the sums and apply
 // passes of NhwcNormOps.cu; NormKernels.cuh holds the per-element functors both layouts share.
 #include "runtime/cuda/NormKernels.cuh"
+#include "runtime/plan/BatchNormOperands.h"
 
 #include <type_traits>
 
@@ -367,44 +370,54 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[1].shape, "dX"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "dscale"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "dbias"));
-  bool relu = false;
-  HGP_TRY(reluOf(a, relu));
-  if (relu != (a.in.size() == 6)) return a.fail("activation=relu and the mask source Z come together");
+  auto ops = bnBwdOperands(a.attrs(), a.in.size());
+  if (!ops) return a.fail(ops.status().message());
   const T* z = nullptr;
-  if (relu) {
-    HGP_TRY(checkDType(a, a.in[5], a.in[1].dtype, "Z"));
-    HGP_TRY(checkShape(a, a.in[5], *a.in[1].shape, "Z"));
-    z = a.in[5].as<T>();
+  if (ops->relu()) {
+    const DeviceTensor& zt = a.in[size_t(ops->z)];
+    HGP_TRY(checkDType(a, zt, a.in[1].dtype, "Z"));
+    HGP_TRY(checkShape(a, zt, *a.in[1].shape, "Z"));
+    z = zt.as<T>();
+  }
+  // A folded Sum (dy_parts=2): both parts are read wherever dY was.
+  const T* dy2 = nullptr;
+  if (ops->split()) {
+    const DeviceTensor& d2 = a.in[size_t(ops->dy2)];
+    HGP_TRY(checkDType(a, d2, a.in[1].dtype, "dY2"));
+    HGP_TRY(checkShape(a, d2, *a.in[1].shape, "dY2"));
+    dy2 = d2.as<T>();
   }
   // The masked dY as a result of its own (G): written by the sums pass, read by the dX pass.
   T* gOut = nullptr;
   if (a.out.size() == 4) {
-    if (!relu) return a.fail("the result G needs activation=relu");
+    if (!ops->relu()) return a.fail("the result G needs activation=relu");
     HGP_TRY(checkDType(a, a.out[3], a.in[1].dtype, "G"));
     HGP_TRY(checkShape(a, a.out[3], *a.in[1].shape, "G"));
-    for (const void* p : {a.in[0].data, a.in[1].data, a.in[5].data, a.out[0].data})
+    for (const void* p : std::initializer_list<const void*>{a.in[0].data, a.in[1].data, z, dy2,
+                                                            a.out[0].data})
       if (p == a.out[3].data) return a.fail("G must not share storage with another operand");
     gOut = a.out[3].as<T>();
   }
   const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
   SumsPlan sp;
-  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, x, z, gOut}, sp)));
+  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp)));
   size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, x, z, gOut, a.in[3].f32()}, partials));
+  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32()}, partials));
   bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s, sp.finalizeParts(), partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
       a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
   HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
-  if (gOut) { // dX from G, which holds the masked dY
+  if (gOut) { // dX from G, which holds the summed and masked dY
     dy = gOut;
+    dy2 = nullptr;
     z = nullptr;
   }
-  return launchApply<T>(a, s, nhwc, {dy, x, z, a.out[0].data},
-                        BwdApply<T>{dy, x, z, coef, a.out[0].as<T>(), batchStats});
+  return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
+                        BwdApply<T>{dy, dy2, x, z, coef, a.out[0].as<T>(), batchStats});
 }
 
 } // namespace
@@ -427,7 +440,7 @@ Status execBatchNormTrain(CudaArgs& a) {
 }
 
 Status execBatchNormBwd(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 5, 6, 3, 4));
+  HGP_TRY(checkArity(a, 5, 7, 3, 4));
   bool nhwc = false;
   HGP_TRY(readLayout(a, nhwc));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3, nhwc));
