@@ -341,12 +341,13 @@ TEST(FuseBatchNorm, LeavesAResidualComputedAfterTheBatchNormOrOfAnotherShape) {
   EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
 }
 
-/// The Sums whose result is some BatchNormBwd's dY.
+/// The Sums whose result is the first operand of a BatchNormBwd or of a ReluBwd (the unfused
+/// form of the block input's gradient: Sum, then ReluBwd, then BatchNormBwd).
 size_t sumsIntoBatchNormBwd(const Graph& g) {
   size_t n = 0;
   for (const Node* b : g.nodes())
-    if (b->op() == OpKind::BatchNormBwd && b->input(0)->producer() &&
-        b->input(0)->producer()->op() == OpKind::Sum)
+    if ((b->op() == OpKind::BatchNormBwd || b->op() == OpKind::ReluBwd) &&
+        b->input(0)->producer() && b->input(0)->producer()->op() == OpKind::Sum)
       ++n;
   return n;
 }
