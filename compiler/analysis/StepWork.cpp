@@ -62,9 +62,9 @@ double memoryPasses(OpKind op) {
 
 /// The bytes a two-pass BatchNorm reads a second time (runtime/cuda/NormOps.cu): training reads
 /// X for the statistics and again to normalize (the residual of a fused +AddRelu only in the
-/// second pass); the gradient reads dY and X, and the mask source Z of a fused +ReluBwd, for the
-/// sums and again for dX; one that writes the masked gradient G (its fourth result) in the sums
-/// pass reads G and X for dX instead.
+/// second pass); the gradient reads dY (both parts of a folded +Sum), X, and the mask source Z of
+/// a fused +ReluBwd, for the sums and again for dX; one that writes the masked gradient G (its
+/// fourth result) in the sums pass reads G and X for dX instead.
 double rereadBytes(const Plan& plan, const PlanStep& step) {
   auto bytes = [&](const std::vector<int>& ts, size_t i) {
     return i < ts.size() ? double(plan.tensors[size_t(ts[i])].bytes()) : 0.0;
@@ -72,8 +72,13 @@ double rereadBytes(const Plan& plan, const PlanStep& step) {
   if (step.op == OpKind::BatchNormTrain) return bytes(step.inputs, 0);
   if (step.op == OpKind::BatchNormBwd && step.outputs.size() == 4)
     return bytes(step.outputs, 3) + bytes(step.inputs, 1);
-  if (step.op == OpKind::BatchNormBwd)
-    return bytes(step.inputs, 0) + bytes(step.inputs, 1) + bytes(step.inputs, 5);
+  if (step.op == OpKind::BatchNormBwd) {
+    // Every operand but the per-channel vectors (scale, mean, var: operands 2 to 4).
+    double b = 0;
+    for (size_t i = 0; i < step.inputs.size(); ++i)
+      if (i < 2 || i > 4) b += bytes(step.inputs, i);
+    return b;
+  }
   return 0;
 }
 

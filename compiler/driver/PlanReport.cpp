@@ -12,11 +12,16 @@ namespace hgp {
 namespace {
 
 /// The step's op as the report names it: the op, plus what fusion folded into it
-/// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward).
+/// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward, "+Sum"
+/// for a folded gradient Sum, dy_parts=2).
 std::string stepLabel(const PlanStep& s) {
   std::string label = opName(s.op);
+  if (s.op == OpKind::BatchNormBwd) {
+    if (s.attrs.getString("activation", "none") == "relu") label += "+ReluBwd";
+    if (s.attrs.getInt("dy_parts", 1) == 2) label += "+Sum";
+    return label;
+  }
   if (s.attrs.getString("activation", "none") != "relu") return label;
-  if (s.op == OpKind::BatchNormBwd) return label + "+ReluBwd";
   if (s.op == OpKind::BatchNormTrain && s.inputs.size() == 4) return label + "+AddRelu";
   return label + "+Relu";
 }
@@ -191,6 +196,9 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   for (const PlanStep& s : program->steps) fused += s.attrs.getString("activation", "none") != "none";
   if (fused)
     os << format("fusion: %d steps with a fused activation (op+Relu, op+AddRelu, op+ReluBwd)\n", fused);
+  int folded = 0;
+  for (const PlanStep& s : program->steps) folded += s.attrs.getInt("dy_parts", 1) == 2;
+  if (folded) os << format("fusion: %d gradient Sums folded into BatchNormBwd (+Sum)\n", folded);
   printFusedGroups(*program, cost, os);
   printLayout(plan, *program, cost, os);
   if (sliced)

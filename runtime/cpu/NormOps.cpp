@@ -9,8 +9,10 @@
 // (relu is exact, so relu-then-round equals round-then-relu); with a residual the affine result
 // is first rounded to Y's stored dtype, as the unfused BatchNormTrain stored it, then added in
 // float as Add does; BatchNormBwd with activation="relu" replaces dY by (Z > 0 ? dY : 0), the
-// ReluBwd result, which is exact in every dtype.
+// ReluBwd result, which is exact in every dtype; with dy_parts=2 dY is round(dY + dY2), the sum
+// in float rounded once to dY's stored dtype, which is the unfused Sum's stored result.
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/plan/BatchNormOperands.h"
 #include "runtime/plan/Half.h"
 
 #include <cmath>
@@ -161,7 +163,7 @@ Status execBatchNormTrain(KernelArgs& a) {
 }
 
 Status execBatchNormBwd(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 5, 6, 3, 4));
+  HGP_TRY(checkArity(a, 5, 7, 3, 4));
   HGP_TRY(checkChannelOperands(a, 1, 2, 3));
   HGP_TRY(checkF32(a, a.in[0], "dY"));
   HGP_TRY(checkShape(a, a.in[0], *a.in[1].shape, "dY"));
@@ -172,18 +174,29 @@ Status execBatchNormBwd(KernelArgs& a) {
   const float *dyIn = a.in[0].f32(), *x = a.in[1].f32(), *scale = a.in[2].f32(),
               *mean = a.in[3].f32(), *var = a.in[4].f32();
   float *dx = a.out[0].f32(), *dscale = a.out[1].f32(), *dbias = a.out[2].f32();
+  auto ops = bnBwdOperands(a.attrs(), a.in.size());
+  if (!ops) return a.fail(ops.status().message());
   // Fused ReluBwd: dY is the gradient of Z = relu(BN(X)); the BN's own dY is Z > 0 ? dY : 0.
-  std::string act = a.attrs().getString("activation", "none");
-  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
-  if ((act == "relu") != (a.in.size() == 6))
-    return a.fail("activation=relu and the mask source Z come together");
   const float* z = nullptr;
-  if (a.in.size() == 6) {
-    HGP_TRY(checkF32(a, a.in[5], "Z"));
-    HGP_TRY(checkShape(a, a.in[5], *a.in[1].shape, "Z"));
-    z = a.in[5].f32();
+  if (ops->relu()) {
+    HGP_TRY(checkF32(a, a.in[size_t(ops->z)], "Z"));
+    HGP_TRY(checkShape(a, a.in[size_t(ops->z)], *a.in[1].shape, "Z"));
+    z = a.in[size_t(ops->z)].f32();
   }
-  auto dy = [&](int64_t e) -> float { return z && !(z[e] > 0.f) ? 0.f : dyIn[e]; };
+  // Folded Sum: dY is round(dY + dY2), added in float and rounded to dY's stored dtype once, as
+  // the unfused Sum stored it.
+  const float* dy2 = nullptr;
+  DType dyStored = a.in[0].stored;
+  if (ops->split()) {
+    HGP_TRY(checkF32(a, a.in[size_t(ops->dy2)], "dY2"));
+    HGP_TRY(checkShape(a, a.in[size_t(ops->dy2)], *a.in[1].shape, "dY2"));
+    if (a.in[size_t(ops->dy2)].stored != dyStored) return a.fail("dY2 must have dY's dtype");
+    dy2 = a.in[size_t(ops->dy2)].f32();
+  }
+  auto dy = [&](int64_t e) -> float {
+    float g = dy2 ? roundedAs(dyStored, dyIn[e] + dy2[e]) : dyIn[e];
+    return z && !(z[e] > 0.f) ? 0.f : g;
+  };
   float* gOut = nullptr; // the masked dY, for the Relu gradient's other readers
   if (a.out.size() == 4) {
     if (!z) return a.fail("the result G needs activation=relu");

@@ -1,6 +1,6 @@
 // CudaFuseBatchNormTest.cpp - the fused BatchNorm ops of fuse-batch-norm (docs/fusion.md) on the CUDA
 // backend: BatchNormTrain + Relu, BatchNormTrain + Add + Relu (residual), inference-mode
-// BatchNorm + Relu, and BatchNormBwd + ReluBwd, each
+// BatchNorm + Relu, BatchNormBwd + ReluBwd, and a gradient Sum folded into BatchNormBwd, each
 //
 //  1. against the CPU reference running the same fused plan (runAndCompare, eager and captured),
 //     with the op suite's tolerances: 1e-5 in f32, and in bf16/f16 the mixed-precision suite's
@@ -56,9 +56,46 @@ const Builder kFrozenBnRelu = [](Graph& g, const std::vector<Value*>& p) {
       op1(g, OpKind::Relu, {op1(g, OpKind::BatchNorm, {p[0], p[1], p[2], mean, var}, eps())})};
 };
 
+/// Folded gradient Sums (dy_parts=2). A block on a stem, Z0 = relu(BN(x)) and
+/// Z = relu(BN(Z0) + Z0): the gradient of Z0 is Sum(the block BatchNormBwd's dX, its G), read
+/// only by the stem's fused BatchNormBwd, which writes no G; with a convolution as the branch,
+/// Z = relu(BN(conv(Z0)) + Z0), the Sum's parts are ConvBwdData and G (ResNet's block input).
+const Builder kBnBlock = [](Graph& g, const std::vector<Value*>& p) {
+  Value* z0 = op1(g, OpKind::Relu, {bnTrain(g, p[0], p[1], p[2])});
+  Value* y = bnTrain(g, z0, p[1], p[2]);
+  return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y, z0})})};
+};
+const Builder kConvBlock = [](Graph& g, const std::vector<Value*>& p) {
+  int64_t c = p[0]->shape()[1];
+  TensorType wt = f32({c, c, 3, 3});
+  Value* w = addValue(g, "w", TensorRole::Param, wt);
+  AttrMap conv;
+  conv.setInts("strides", {1, 1});
+  conv.setInts("pads", {1, 1, 1, 1});
+  conv.setInts("dilations", {1, 1});
+  conv.setInt("group", 1);
+  Value* z0 = op1(g, OpKind::Relu, {bnTrain(g, p[0], p[1], p[2])});
+  Value* y = bnTrain(g, op1(g, OpKind::Conv, {z0, w}, conv), p[1], p[2]);
+  return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y, z0})})};
+};
+/// A BatchNorm (plain, or + Relu) whose result has two readers: its gradient is a Sum of two,
+/// folded into the plain BatchNormBwd (or the fused one, without G).
+const Builder kBnTwoReaders = [](Graph& g, const std::vector<Value*>& p) {
+  Value* y = bnTrain(g, p[0], p[1], p[2]);
+  AttrMap a;
+  a.setFloat("alpha", 3.0);
+  return std::vector<Value*>{op1(g, OpKind::Neg, {y}), op1(g, OpKind::Scale, {y}, a)};
+};
+const Builder kBnReluTwoReaders = [](Graph& g, const std::vector<Value*>& p) {
+  Value* z = op1(g, OpKind::Relu, {bnTrain(g, p[0], p[1], p[2])});
+  AttrMap a;
+  a.setFloat("alpha", 3.0);
+  return std::vector<Value*>{op1(g, OpKind::Neg, {z}), op1(g, OpKind::Scale, {z}, a)};
+};
+
 /// The case's plan in `low` precision (F32, BF16 or F16), fused or not.
 std::optional<EmittedPlan> planOf(const std::string& what, const Shape& x, const Builder& build,
-                                  DType low, bool fuse) {
+                                  DType low, bool fuse, int64_t* foldedSums = nullptr) {
   Graph g(what);
   int64_t c = x[1];
   std::vector<Value*> ps = {addValue(g, "p0", TensorRole::Param, f32(x)),
@@ -88,6 +125,7 @@ std::optional<EmittedPlan> planOf(const std::string& what, const Shape& x, const
     int64_t fused = 0;
     for (const auto& [k, v] : ctx.stats) fused += k.rfind("fuse-batch-norm.", 0) == 0 ? v : 0;
     EXPECT_GT(fused, 0) << "nothing was fused:\n" << printGraph(g);
+    if (foldedSums) *foldedSums = ctx.stats["fuse-batch-norm.bwd-sum"];
   }
   return emit(g, bindings, low == DType::F32 ? "fp32" : low == DType::BF16 ? "bf16" : "fp16");
 }
@@ -138,13 +176,19 @@ void expectFusedEqualsUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& 
   }
 }
 
+/// With `sums`, the fused plan must have folded that many gradient Sums.
 void checkFusion(const std::string& what, const Builder& build,
-                 std::initializer_list<Shape> shapes) {
+                 std::initializer_list<Shape> shapes, int64_t sums = -1) {
   for (DType low : {DType::F32, DType::BF16, DType::F16})
     for (const Shape& x : shapes) {
       SCOPED_TRACE(what + " " + shapeToString(x) + " " + dtypeName(low));
-      auto fused = planOf(what, x, build, low, true), plain = planOf(what, x, build, low, false);
+      int64_t folded = 0;
+      auto fused = planOf(what, x, build, low, true, &folded),
+           plain = planOf(what, x, build, low, false);
       ASSERT_TRUE(fused && plain);
+      if (sums >= 0) {
+        EXPECT_EQ(folded, sums) << "gradient Sums folded";
+      }
       runAndCompare(*fused, specFor(low));
       expectFusedEqualsUnfusedOnGpu(*fused, *plain);
     }
@@ -166,6 +210,18 @@ TEST(CudaFuseBatchNorm, BatchNormTrainAddRelu) {
 TEST(CudaFuseBatchNorm, InferenceBatchNormRelu) {
   HGP_REQUIRE_CUDA();
   checkFusion("frozen-bn-relu", kFrozenBnRelu, {Shape{2, 3, 5, 5}, Shape{4, 8, 8, 8}});
+}
+
+/// BatchNormBwd with a folded gradient Sum (dy_parts=2): fused with ReluBwd without G (the
+/// block's stem, the two-reader Relu), plain (two readers without a Relu), and at a ResNet block
+/// input (the Sum of ConvBwdData and G). Vector and scalar paths; the sums of 16-bit parts round
+/// once, as the unfused Sum kernel stores them, so the comparison with the unfused plan is exact.
+TEST(CudaFuseBatchNorm, BatchNormBwdFoldedSum) {
+  HGP_REQUIRE_CUDA();
+  checkFusion("bn-block", kBnBlock, {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}, Shape{16, 64, 7, 7}}, 1);
+  checkFusion("bn-two-readers", kBnTwoReaders, {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}}, 1);
+  checkFusion("bn-relu-two-readers", kBnReluTwoReaders, {Shape{4, 3, 5, 7}, Shape{8, 16, 8, 8}}, 1);
+  checkFusion("conv-block", kConvBlock, {Shape{2, 8, 6, 6}, Shape{4, 16, 8, 8}}, 1);
 }
 
 /// The large-mean case of the op suite, through the fused forward and backward.

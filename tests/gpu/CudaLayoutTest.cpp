@@ -1,6 +1,9 @@
 // CudaLayoutTest.cpp - the channels-last (layout="nhwc") CUDA executors of BatchNorm (inference,
 // training, gradient, with their fused forms) and of pooling (max, average, global average and
-// their gradients), runtime/cuda/NormOps.cu and PoolOps.cu.
+// their gradients), runtime/cuda/NhwcNormOps.cu and NhwcPoolOps.cu.
+//
+// BatchNormBwd's folded gradient Sum (dy_parts=2) is also held bit for bit to the unfused Sum +
+// BatchNormBwd on the same channels-last operands (BatchNormBwdFoldedSumEqualsSumThenBatchNormBwd).
 //
 // Each case builds one graph that runs its op twice over the same f32 parameters: once as NCHW,
 // once with layout="nhwc" on operands transposed by (0, 2, 3, 1), in f32, bf16 or f16 (Casts
@@ -254,21 +257,104 @@ TEST(CudaLayout, BatchNormTrainLargeMean) {
   }
 }
 
-/// dY, X, scale, mean, var [, Z]: plain, frozen statistics, fused with ReluBwd (mask Z), and
-/// fused with the masked dY G as a fourth result.
+/// dY, X, scale, mean, var [, Z] [, dY2]: plain, frozen statistics, fused with ReluBwd (mask Z),
+/// and fused with the masked dY G as a fourth result; each also with a folded gradient Sum
+/// (dy_parts=2, dY2 last).
 TEST(CudaLayout, BatchNormBwd) {
   HGP_REQUIRE_CUDA();
-  for (int form = 0; form < 4; ++form)
-    for (const Shape& x : kBnShapes) {
-      int64_t c = x[1];
-      std::vector<Operand> ins = {
-          {"dy", x}, {"x", x}, {"scale", {c}}, {"mean", {c}}, {"var", {c}, 0.5, 2}};
-      AttrMap a = bnAttrs(form >= 2 ? "relu" : "none");
-      if (form == 1) a.setInt("batch_stats", 0);
-      if (form >= 2) ins.push_back({"z", x});
-      const char* names[] = {"bn-bwd", "bn-bwd-frozen", "bn-bwd-relu", "bn-bwd-relu-g"};
-      check({nameOf(names[form], x), OpKind::BatchNormBwd, a, ins, form == 3 ? 4 : -1});
-    }
+  for (int parts : {1, 2})
+    for (int form = 0; form < 4; ++form)
+      for (const Shape& x : kBnShapes) {
+        int64_t c = x[1];
+        std::vector<Operand> ins = {
+            {"dy", x}, {"x", x}, {"scale", {c}}, {"mean", {c}}, {"var", {c}, 0.5, 2}};
+        AttrMap a = bnAttrs(form >= 2 ? "relu" : "none");
+        if (form == 1) a.setInt("batch_stats", 0);
+        if (form >= 2) ins.push_back({"z", x});
+        if (parts == 2) {
+          a.setInt("dy_parts", 2);
+          ins.push_back({"dy2", x});
+        }
+        const char* names[] = {"bn-bwd", "bn-bwd-frozen", "bn-bwd-relu", "bn-bwd-relu-g"};
+        std::string name = std::string(names[form]) + (parts == 2 ? "-sum" : "");
+        check({nameOf(name, x), OpKind::BatchNormBwd, a, ins, form == 3 ? 4 : -1});
+      }
+}
+
+/// The folded Sum in channels-last, against the unfused Sum + BatchNormBwd on the same NHWC
+/// operands, bit for bit on the GPU (the same partial sums in the same order, and the Sum kernel's
+/// rounding of the two parts), and against the CPU reference: plain, fused with ReluBwd, and
+/// with G.
+TEST(CudaLayout, BatchNormBwdFoldedSumEqualsSumThenBatchNormBwd) {
+  HGP_REQUIRE_CUDA();
+  for (DType low : {DType::F32, DType::BF16, DType::F16})
+    for (int form = 0; form < 3; ++form)
+      for (const Shape& x : {Shape{2, 16, 5, 7}, Shape{4, 3, 5, 7}, Shape{2, 12, 4, 4},
+                             Shape{4, 64, 14, 14}}) {
+        SCOPED_TRACE(nameOf("bn-bwd-sum-" + std::to_string(form), x) + " " + dtypeName(low));
+        int64_t c = x[1];
+        Case cs{"fold", OpKind::BatchNormBwd, {},
+                {{"dy", x}, {"dy2", x}, {"x", x}, {"z", x}, {"scale", {c}}, {"mean", {c}},
+                 {"var", {c}, 0.5, 2}}};
+        Graph g("bn-bwd-sum");
+        std::map<std::string, Value*> p;
+        for (const Operand& o : cs.ins) p[o.name] = addValue(g, o.name, TensorRole::Param, f32(o.nchw));
+        auto act = [&](const std::string& n) {
+          Value* v = transpose(g, p[n], {0, 2, 3, 1});
+          return low == DType::F32 ? v : cast(g, v, low);
+        };
+        Value *dy = act("dy"), *dy2 = act("dy2"), *xv = act("x"), *z = act("z");
+        AttrMap a = bnAttrs(form >= 1 ? "relu" : "none");
+        a.setString("layout", "nhwc");
+        std::vector<Value*> common = {xv, p["scale"], p["mean"], p["var"]};
+        if (form >= 1) common.push_back(z);
+        std::vector<Value*> plainIns = {op1(g, OpKind::Sum, {dy, dy2})}, foldedIns = {dy};
+        for (Value* v : common) plainIns.push_back(v), foldedIns.push_back(v);
+        foldedIns.push_back(dy2);
+        AttrMap fa = a;
+        fa.setInt("dy_parts", 2);
+        int results = form == 2 ? 4 : -1;
+        Node* plain = addNode(g, OpKind::BatchNormBwd, plainIns, a, results);
+        Node* folded = addNode(g, OpKind::BatchNormBwd, foldedIns, fa, results);
+        ASSERT_TRUE(plain && folded);
+        std::map<std::string, std::string> bindings;
+        for (auto [n, prefix] : {std::pair{plain, "plain."}, std::pair{folded, "folded."}})
+          for (size_t k = 0; k < n->numOutputs(); ++k) {
+            Value* y = n->output(k);
+            if (y->dtype() != DType::F32) y = cast(g, y, DType::F32);
+            g.addOutput(y);
+            bindings[prefix + std::to_string(k)] = y->name();
+          }
+        auto e = emit(g, bindings, precisionOf(low));
+        ASSERT_TRUE(e.has_value());
+        RunSpec spec;
+        spec.tol = tolOf(cs, low);
+        spec.feed = feederOf(cs);
+        runAndCompare(*e, spec);
+        BackendOptions o;
+        o.deterministic = true;
+        auto b = makeGpuBackend(o);
+        ASSERT_TRUE(b.hasValue());
+        ASSERT_TRUE((*b)->load(e->plan, InitData{e->data, {}}).isOk());
+        for (int run = 0; run < 2; ++run) {
+          for (size_t i = 0; i < e->plan.tensors.size(); ++i) {
+            const PlanTensor& pt = e->plan.tensors[i];
+            if (pt.storage != StorageClass::Persistent || pt.role != TensorRole::Param) continue;
+            std::vector<uint8_t> bytes = spec.feed(pt, run);
+            ASSERT_TRUE((*b)->write(int(i), bytes.data()).isOk());
+          }
+          Status st = (*b)->run("step");
+          ASSERT_TRUE(st.isOk()) << st.toString();
+          for (size_t k = 0; k < plain->numOutputs(); ++k) {
+            int f = e->plan.binding("folded." + std::to_string(k)),
+                u = e->plan.binding("plain." + std::to_string(k));
+            ASSERT_TRUE(f >= 0 && u >= 0);
+            EXPECT_TRUE(sameValues(e->plan.tensors[size_t(f)], readTensor(**b, e->plan, f),
+                                   readTensor(**b, e->plan, u), 0))
+                << "result " << k << ": folded against Sum + BatchNormBwd, run " << run;
+          }
+        }
+      }
 }
 
 // ---- Pooling --------------------------------------------------------------------------------

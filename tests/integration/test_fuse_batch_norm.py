@@ -1,5 +1,6 @@
 """BatchNorm fusion (issue 6, docs/fusion.md): a training step with fuse-batch-norm (BatchNorm +
-Relu, BatchNorm + Add + Relu, ReluBwd + BatchNormBwd folded into one op each) trains exactly
+Relu, BatchNorm + Add + Relu, ReluBwd + BatchNormBwd, the gradient Sum at a block input +
+BatchNormBwd folded into one op each) trains exactly
 like the unfused one (`--no-fuse`) on the CPU backend.
 
 The model is test_slicing.py's small ResNet: a 3x3 stem with BN and ReLU, two BasicBlocks (the
@@ -44,10 +45,11 @@ class FusionTest(HgpcTestCase):
         return path
 
     def fused_steps(self, precision, args):
+        """The steps with a fused activation and those with a folded gradient Sum."""
         code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",
                               *TRAIN, "--precision", precision, *args])
         self.assertEqual(code, 0, err)
-        return out.count('activation="relu"')
+        return out.count('activation="relu"'), out.count("dy_parts=2")
 
     def train(self, precision, args, name):
         exe = self.compile(self.model(), out=name,
@@ -66,9 +68,10 @@ class FusionTest(HgpcTestCase):
     def check(self, precision):
         # Forward train: stem + 2 first convs (relu) + 2 block ends (add-relu); backward: the
         # same 3 + the 2 block ends (writing the shortcut's gradient G); eval: 3 inference-mode
-        # BatchNorm + Relu.
-        self.assertEqual(self.fused_steps(precision, []), 13)
-        self.assertEqual(self.fused_steps(precision, ["--no-fuse"]), 0)
+        # BatchNorm + Relu. The gradient Sums at both block inputs (conv1's input gradient plus
+        # the shortcut's) fold into the stem's and block 1's end BatchNormBwd.
+        self.assertEqual(self.fused_steps(precision, []), (13, 2))
+        self.assertEqual(self.fused_steps(precision, ["--no-fuse"]), (0, 0))
         fused_losses, fused_evals, fused = self.train(precision, [], "fused")
         plain_losses, plain_evals, plain = self.train(precision, ["--no-fuse"], "plain")
         self.assertEqual(len(plain_losses), 3)

@@ -2,7 +2,7 @@
 // which patterns it fuses and which it must leave alone, and that the fused ops on the CPU
 // backend compute exactly what the unfused chain computes, forward and backward, in f32, bf16
 // and f16 (the fused ops have no gradient rules; their backward is the fused BatchNormBwd, held
-// bit for bit to the unfused ReluBwd + BatchNormBwd).
+// bit for bit to the unfused ReluBwd + BatchNormBwd, and to the gradient Sum it folds).
 #include "compiler/driver/Compile.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
@@ -17,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
+#include <tuple>
 
 namespace hgp {
 namespace {
@@ -165,6 +167,36 @@ Builder frozenBnRelu = [](Graph& g, const Params& p) {
       op1(g, OpKind::Relu, {op1(g, OpKind::BatchNorm, {x, p[1], p[2], mean, var}, eps())})};
 };
 
+AttrMap conv3x3() {
+  AttrMap a;
+  a.setInts("strides", {1, 1});
+  a.setInts("pads", {1, 1, 1, 1});
+  a.setInts("dilations", {1, 1});
+  a.setInt("group", 1);
+  return a;
+}
+
+/// A ResNet block on a stem: Z0 = relu(BN(x)), Z = relu(BN(conv(Z0)) + Z0). In the backward the
+/// gradient of the block input Z0 is Sum(conv's ConvBwdData, the block end's G), and its only
+/// reader is the stem's fused BatchNormBwd: the Sum the pass folds.
+Builder residualBlock = [](Graph& g, const Params& p) {
+  int64_t c = p[0]->shape()[1];
+  TensorType wt = f32({c, c, 3, 3});
+  Value* w = *g.addGraphValue("w", TensorRole::Param, wt, uniform(wt, 7, -0.3f, 0.3f));
+  Value* z0 = op1(g, OpKind::Relu, {bnTrain(g, p[0], p[1], p[2])});
+  Value* y = bnTrain(g, op1(g, OpKind::Conv, {z0, w}, conv3x3()), p[1], p[2]);
+  return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y, z0})})};
+};
+
+/// A BatchNorm without a Relu whose result has two readers: its gradient is a Sum of two, read
+/// only by the plain BatchNormBwd.
+Builder bnTwoReaders = [](Graph& g, const Params& p) {
+  Value* y = bnTrain(g, p[0], p[1], p[2]);
+  AttrMap a;
+  a.setFloat("alpha", 3.0);
+  return std::vector<Value*>{op1(g, OpKind::Neg, {y}), op1(g, OpKind::Scale, {y}, a)};
+};
+
 TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
   Prepared p = prepare(bnRelu, DType::F32, true);
   const Graph& g = *p.g;
@@ -309,6 +341,104 @@ TEST(FuseBatchNorm, LeavesAResidualComputedAfterTheBatchNormOrOfAnotherShape) {
   EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
 }
 
+/// The Sums whose result is the first operand of a BatchNormBwd or of a ReluBwd (the unfused
+/// form of the block input's gradient: Sum, then ReluBwd, then BatchNormBwd).
+size_t sumsIntoBatchNormBwd(const Graph& g) {
+  size_t n = 0;
+  for (const Node* b : g.nodes())
+    if ((b->op() == OpKind::BatchNormBwd || b->op() == OpKind::ReluBwd) &&
+        b->input(0)->producer() && b->input(0)->producer()->op() == OpKind::Sum)
+      ++n;
+  return n;
+}
+
+TEST(FuseBatchNorm, FoldsTheGradientSumAtABlockInput) {
+  Prepared plain = prepare(residualBlock, DType::F32, false);
+  EXPECT_EQ(sumsIntoBatchNormBwd(*plain.g), 1u) << printGraph(*plain.g);
+  Prepared p = prepare(residualBlock, DType::F32, true);
+  const Graph& g = *p.g;
+  EXPECT_EQ(sumsIntoBatchNormBwd(g), 0u) << printGraph(g);
+  EXPECT_EQ(count(g, OpKind::Sum), count(*plain.g, OpKind::Sum) - 1) << printGraph(g);
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+  std::vector<const Node*> bwds;
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::BatchNormBwd) bwds.push_back(n);
+  ASSERT_EQ(bwds.size(), 2u);
+  // The block end's BatchNormBwd (first in program order) writes G; the stem's reads the two
+  // addends: the convolution's input gradient and G, with its own Z as the 6th operand.
+  const Node *end = bwds[0], *stem = bwds[1];
+  ASSERT_EQ(end->numOutputs(), 4u) << printGraph(g);
+  EXPECT_EQ(end->attrs().getInt("dy_parts", 1), 1);
+  ASSERT_EQ(stem->numInputs(), 7u) << printGraph(g);
+  EXPECT_EQ(stem->attrs().getInt("dy_parts", 1), 2);
+  EXPECT_EQ(stem->attrs().getString("activation"), "relu");
+  std::set<const Value*> parts = {stem->input(0), stem->input(6)};
+  EXPECT_TRUE(parts.count(end->output(3))) << "G is one addend";
+  bool convGrad = false;
+  for (const Value* v : parts)
+    convGrad |= v->producer() && v->producer()->op() == OpKind::ConvBwdData;
+  EXPECT_TRUE(convGrad) << "the convolution's input gradient is the other";
+  EXPECT_EQ(stem->input(5)->producer(), find(g, OpKind::BatchNormTrain)) << "Z stays the 6th";
+  // The printed IR shows the attribute and parses back.
+  std::string text = printGraph(g);
+  EXPECT_NE(text.find("dy_parts=2"), std::string::npos) << text;
+  auto back = parseGraph(text);
+  ASSERT_TRUE(back.hasValue()) << back.status().toString();
+  EXPECT_EQ(printGraph(**back), text);
+}
+
+TEST(FuseBatchNorm, FoldsTheGradientSumIntoAPlainBatchNormBwd) {
+  Prepared p = prepare(bnTwoReaders, DType::F32, true);
+  const Node* bwd = find(*p.g, OpKind::BatchNormBwd);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_FALSE(bwd->attrs().has("activation"));
+  EXPECT_EQ(bwd->attrs().getInt("dy_parts", 1), 2);
+  EXPECT_EQ(bwd->numInputs(), 6u) << printGraph(*p.g);
+  EXPECT_EQ(sumsIntoBatchNormBwd(*p.g), 0u);
+  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+}
+
+/// A hand-built backward fragment: D = Sum(parts), (dX, dscale, dbias) = BatchNormBwd(D, X, ...),
+/// with dX, dscale and dbias as outputs, and D also an output when `dOutput`, also read by a Neg
+/// when `dRead`; then fuse-batch-norm.
+std::unique_ptr<Graph> sumIntoBwd(size_t parts, bool dOutput, bool dRead, PassContext& ctx) {
+  auto g = std::make_unique<Graph>("sum-bwd");
+  Value* x = param(*g, "x", f32({2, 3, 4}), 1);
+  Value* c = param(*g, "c", f32({3}), 2);
+  Value* var = param(*g, "v", f32({3}), 3);
+  std::vector<Value*> ps;
+  for (size_t i = 0; i < parts; ++i) ps.push_back(param(*g, "d" + std::to_string(i), f32({2, 3, 4}), 4 + i));
+  Value* d = op1(*g, OpKind::Sum, ps);
+  AttrMap a = eps();
+  a.setInt("batch_stats", 1);
+  auto bwd = g->addNode(OpKind::BatchNormBwd, {d, x, c, c, var}, a, "bwd");
+  EXPECT_TRUE(bwd.hasValue()) << bwd.status().toString();
+  for (size_t i = 0; i < 3; ++i) g->addOutput((*bwd)->output(i));
+  if (dOutput) g->addOutput(d);
+  if (dRead) g->addOutput(op1(*g, OpKind::Neg, {d}));
+  Status st = runPipeline(*g, {"fuse-batch-norm"}, ctx);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  return g;
+}
+
+TEST(FuseBatchNorm, LeavesASumWithAnotherReaderOrOfThreeOperands) {
+  {
+    PassContext ctx;
+    auto g = sumIntoBwd(2, false, false, ctx);
+    EXPECT_EQ(count(*g, OpKind::Sum), 0u) << "the control case folds";
+    EXPECT_EQ(ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+  }
+  for (auto [parts, out, read] : {std::tuple{2u, false, true}, std::tuple{2u, true, false},
+                                  std::tuple{3u, false, false}}) {
+    SCOPED_TRACE(std::to_string(parts) + (out ? " output" : "") + (read ? " read" : ""));
+    PassContext ctx;
+    auto g = sumIntoBwd(parts, out, read, ctx);
+    EXPECT_EQ(count(*g, OpKind::Sum), 1u) << printGraph(*g);
+    EXPECT_EQ(find(*g, OpKind::BatchNormBwd)->numInputs(), 5u);
+    EXPECT_EQ(ctx.stats["fuse-batch-norm.bwd-sum"], 0);
+  }
+}
+
 TEST(FuseBatchNorm, NoFuseLeavesEveryFusionPassOut) {
   const std::vector<std::string> full = trainPipeline(), eval = evalPipeline();
   std::vector<std::string> train = withoutFusion(full);
@@ -345,6 +475,20 @@ TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
   AttrMap plainBwd = eps();
   plainBwd.setInt("batch_stats", 1);
   EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, plainBwd, "g-without-relu", 4).hasValue());
+  // dy_parts=2: dY2 is the last operand, of dY's type; the count must match the attributes.
+  AttrMap split = plainBwd, splitRelu = bwd;
+  split.setInt("dy_parts", 2);
+  splitRelu.setInt("dy_parts", 2);
+  EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, split, "ok-split").hasValue());
+  EXPECT_TRUE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x, x}, splitRelu, "ok-split-relu", 4).hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c}, split, "no-dy2").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, splitRelu, "no-z-or-no-dy2").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, other}, split, "bad-dy2").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x, other}, splitRelu, "bad-dy2-relu").hasValue());
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x, x}, bwd, "dy2-without-attr").hasValue());
+  AttrMap three = plainBwd;
+  three.setInt("dy_parts", 3);
+  EXPECT_FALSE(g.addNode(OpKind::BatchNormBwd, {x, x, c, c, c, x}, three, "three-parts").hasValue());
 }
 
 /// Batch slicing treats the fused ops at least as conservatively as the plain ones: the training
@@ -430,6 +574,11 @@ TEST(FuseBatchNorm, CpuFusedBatchNormReluIsBitIdenticalToUnfused) {
 TEST(FuseBatchNorm, CpuFusedResidualIsBitIdenticalToUnfused) {
   expectFusedMatchesUnfused("bn-add-relu", bnAddRelu);
   expectFusedMatchesUnfused("bn-bn-add-relu", twoBnAddRelu, {3, 8, 7, 7});
+}
+
+TEST(FuseBatchNorm, CpuFoldedGradientSumIsBitIdenticalToUnfused) {
+  expectFusedMatchesUnfused("residual-block", residualBlock, {2, 8, 5, 5});
+  expectFusedMatchesUnfused("bn-two-readers", bnTwoReaders);
 }
 
 TEST(FuseBatchNorm, CpuFusedInferenceModeIsBitIdenticalToUnfused) {

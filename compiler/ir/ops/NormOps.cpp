@@ -1,6 +1,7 @@
 // Shape rules for the normalization family: BatchNorm in both modes, its gradient and running
 // statistics update, and LRN.
 #include "compiler/ir/OpInfo.h"
+#include "runtime/plan/BatchNormOperands.h"
 
 namespace hgp {
 
@@ -64,15 +65,15 @@ Status inferBatchNormBwd(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 1, 2, 3));
   if (ctx.in(0) != ctx.in(1)) return ctx.fail("dY and X must have the same type");
   HGP_TRY(checkEpsilon(ctx));
-  bool relu = false;
-  HGP_TRY(checkActivation(ctx, relu));
-  if (relu != (ctx.numInputs() == 6))
-    return ctx.fail("activation=\"relu\" and the mask source Z come together");
-  if (relu && ctx.in(5) != ctx.in(1)) return ctx.fail("Z must have X's type");
+  auto ops = bnBwdOperands(ctx.attrs, ctx.numInputs());
+  if (!ops) return ctx.fail(ops.status().message());
+  if (ops->relu() && ctx.in(size_t(ops->z)) != ctx.in(1)) return ctx.fail("Z must have X's type");
+  if (ops->split() && ctx.in(size_t(ops->dy2)) != ctx.in(0))
+    return ctx.fail("dY2 must have dY's type");
   TensorType stat{DType::F32, {ctx.in(1).shape[1]}};
   ctx.outputs = {ctx.in(1), stat, stat};
   if (ctx.numOutputs == 4) {
-    if (!relu) return ctx.fail("the result G (the masked dY) needs activation=\"relu\"");
+    if (!ops->relu()) return ctx.fail("the result G (the masked dY) needs activation=\"relu\"");
     ctx.outputs.push_back(ctx.in(0));
   }
   return Status::ok();

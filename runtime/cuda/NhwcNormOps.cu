@@ -1,0 +1,374 @@
+// Channels-last (layout="nhwc") passes of the BatchNorm executors. NormOps.cu holds the ops,
+// the NCHW passes and the per-channel finalize kernels; NormKernels.cuh what both share.
+//
+// DeviceUtil.cuh defines the layout: X and every rank-4 operand are [N, H, W, C],
+// an [M, C] matrix with M = N * H * W, viewed as ChannelShape [M, C, 1] (the finalize kernels
+// read it unchanged: channel c's first element, the shift K, is x[c]). A channel's elements are
+// strided there, so these passes run threads along C instead (NhwcTiling): a thread owns V
+// consecutive channels (a 16-byte vector when C allows, 8 bytes for 16-bit data when C is a
+// multiple of 4 only, one channel for odd C) and walks down the rows, so a warp reads contiguous
+// memory and every element of a vector has its own channel. The apply pass (nhwcMapKernel)
+// keeps its channels' coefficients in registers for all its rows and has two rows' loads in
+// flight; it makes the same float operations per element as the NCHW pass. The sums pass
+// (nhwcPartialsKernel) gives each block one part of the rows, about one wave of resident blocks
+// in all but at least 128 bytes of X per channel in a part (so that the partials stay a small
+// fraction of the traffic); a thread sums kFlush rows in float, adds them into double, the block
+// adds its rows in a fixed tree and writes [part][C][2] partials, coalesced; combinePartsKernel
+// then adds the parts in a fixed order into one [C][2] part for the finalize kernels. Sums run
+// in another order than in NCHW, so the two layouts agree to rounding, not bit for bit.
+#include "runtime/cuda/NormKernels.cuh"
+
+namespace hgp::cuda::norm {
+
+// ---- The functors' channels-last views ------------------------------------------------------
+
+/// AffineApply, NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers
+/// (nhwcMapKernel).
+template <typename T> template <int N> struct AffineApply<T>::Columns {
+  AffineApply f;
+  BnAffine k[N];
+  struct Loaded {
+    PackN<T, N> x, r;
+  };
+  __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
+    l.x = loadPack<N>(f.x + i);
+    if (f.residual) l.r = loadPack<N>(f.residual + i);
+  }
+  __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
+    float v[N];
+#pragma unroll
+    for (int q = 0; q < N; ++q)
+      v[q] = f.at(toFloat(l.x.e[q]), k[q], f.residual ? toFloat(l.r.e[q]) : 0.f);
+    storeVec<N>(f.y + i, v);
+  }
+};
+
+template <typename T>
+template <int N>
+__device__ auto AffineApply<T>::columns(uint32_t c0) const -> Columns<N> {
+  Columns<N> c{*this, {}};
+#pragma unroll
+  for (int q = 0; q < N; ++q) c.k[q] = affine[c0 + q];
+  return c;
+}
+
+/// StatsSums, NHWC: channels c0 .. c0 + N - 1, whose first elements are row 0's
+/// (nhwcPartialsKernel).
+template <typename T> template <int N> struct StatsSums<T>::Columns {
+  const T* x;
+  float k[N];
+  __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
+    PackN<T, N> p = loadPack<N>(x + off);
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+      float d = toFloat(p.e[q]) - k[q];
+      run[0][q] += d;
+      run[1][q] += d * d;
+    }
+  }
+};
+
+template <typename T>
+template <int N>
+__device__ auto StatsSums<T>::columns(uint32_t c0) const -> Columns<N> {
+  Columns<N> c{x, {}};
+#pragma unroll
+  for (int q = 0; q < N; ++q) c.k[q] = toFloat(x[c0 + q]);
+  return c;
+}
+
+/// BwdSums, NHWC: channels c0 .. c0 + N - 1 (nhwcPartialsKernel).
+template <typename T> template <int N> struct BwdSums<T>::Columns {
+  const T *dy, *dy2, *x, *z;
+  T* gOut;
+  float mu[N];
+  __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
+    PackN<T, N> g = loadPack<N>(dy + off), v = loadPack<N>(x + off), g2, m;
+    if (dy2) g2 = loadPack<N>(dy2 + off);
+    if (z) m = loadPack<N>(z + off);
+    float gm[N];
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+      gm[q] = dy2 ? summedGrad<T>(toFloat(g.e[q]), toFloat(g2.e[q])) : toFloat(g.e[q]);
+      gm[q] = z && !(toFloat(m.e[q]) > 0.f) ? 0.f : gm[q];
+    }
+    if (gOut) storeVec<N>(gOut + off, gm);
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+      run[0][q] += gm[q];
+      run[1][q] += gm[q] * (toFloat(v.e[q]) - mu[q]);
+    }
+  }
+};
+
+template <typename T>
+template <int N>
+__device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
+  Columns<N> c{dy, dy2, x, z, gOut, {}};
+#pragma unroll
+  for (int q = 0; q < N; ++q) c.mu[q] = mean[c0 + q];
+  return c;
+}
+
+/// BwdApply, NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers
+/// (nhwcMapKernel). The frozen form does not read X.
+template <typename T> template <int N> struct BwdApply<T>::Columns {
+  BwdApply f;
+  BwdCoefficients k[N];
+  struct Loaded {
+    PackN<T, N> g, g2, x, z;
+  };
+  __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
+    l.g = loadPack<N>(f.dy + i);
+    if (f.dy2) l.g2 = loadPack<N>(f.dy2 + i);
+    if (f.batchStats) l.x = loadPack<N>(f.x + i);
+    if (f.z) l.z = loadPack<N>(f.z + i);
+  }
+  __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
+    float v[N];
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+      float g = f.dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
+      g = f.z && !(toFloat(l.z.e[q]) > 0.f) ? 0.f : g;
+      v[q] = f.at(k[q], g, f.batchStats ? toFloat(l.x.e[q]) : 0.f);
+    }
+    storeVec<N>(f.dx + i, v);
+  }
+};
+
+template <typename T>
+template <int N>
+__device__ auto BwdApply<T>::columns(uint32_t c0) const -> Columns<N> {
+  Columns<N> c{*this, {}};
+#pragma unroll
+  for (int q = 0; q < N; ++q) c.k[q] = coef[c0 + q];
+  return c;
+}
+
+// ---- Passes over channels-last [M, C] --------------------------------------------------------
+
+namespace {
+
+/// Elementwise pass over NHWC rows (NhwcTiling): a thread takes channels V*j .. V*j + V - 1,
+/// fetches their coefficients once (f.columns<V>), then walks down the rows, four at a time so
+/// that all four loads are in flight before the first result is stored.
+template <int V, typename F>
+__global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
+  uint32_t j = blockIdx.y * t.cols + threadIdx.x % t.cols;
+  if (j >= t.vecs) return;
+  auto k = f.template columns<V>(j * V);
+  using Loaded = typename decltype(k)::Loaded;
+  uint32_t step = gridDim.x * t.rowsPerBlock;
+  uint32_t r = blockIdx.x * t.rowsPerBlock + threadIdx.x / t.cols;
+  // Four rows at a time while they are all in range, so that four loads are in flight.
+  for (; r + 3 * step < t.rows; r += 4 * step) {
+    uint32_t i = r * t.channels + j * V, d = step * t.channels;
+    Loaded l0, l1, l2, l3;
+    k.load(i, l0);
+    k.load(i + d, l1);
+    k.load(i + 2 * d, l2);
+    k.load(i + 3 * d, l3);
+    k.store(i, l0);
+    k.store(i + d, l1);
+    k.store(i + 2 * d, l2);
+    k.store(i + 3 * d, l3);
+  }
+  for (; r < t.rows; r += step) {
+    uint32_t i = r * t.channels + j * V;
+    Loaded l0;
+    k.load(i, l0);
+    k.store(i, l0);
+  }
+}
+
+/// The grid of an NHWC pass: the column tiles times one wave of resident blocks down the rows (or
+/// a block per rowsPerBlock rows when there are fewer rows), so that a thread keeps its channels
+/// for many rows.
+template <typename K>
+Status nhwcGrid(const CudaArgs& a, K kernel, const NhwcTiling& t, dim3& grid) {
+  if (t.tiles > 65535) return a.fail("too many channels for one grid");
+  int resident;
+  HGP_TRY(residentBlocks(kernel, int(t.threads()), resident));
+  int64_t rowBlocks = (int64_t(t.rows) + t.rowsPerBlock - 1) / t.rowsPerBlock;
+  int64_t wave = std::max<int64_t>(1, int64_t(resident) * smCount(a) / t.tiles);
+  grid = dim3(unsigned(std::min(rowBlocks, wave)), t.tiles);
+  return Status::ok();
+}
+
+template <int V, typename F>
+Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
+  NhwcTiling t = nhwcTiling(s.outer, s.channels, V);
+  dim3 grid;
+  HGP_TRY(nhwcGrid(a, nhwcMapKernel<V, F>, t, grid));
+  nhwcMapKernel<V><<<grid, t.threads(), 0, a.stream>>>(t, f);
+  return checkLaunch(a, "nhwcMapKernel");
+}
+
+/// Block (p, tile) sums rows [p * chunk, (p + 1) * chunk) of its channels: each thread its
+/// channels V*j .. V*j + V - 1 (F::Columns k = f.columns<V>(V * j), k.add(run, offset)) over
+/// every rowsPerBlock-th row, kFlush rows a float run, runs added into doubles; the block's rows
+/// are then added in a fixed tree, and partials[(p * C + c) * 2 + k] receives sum k of channel c.
+template <int V, typename F>
+__global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint32_t chunk, F f,
+                                                              double* partials) {
+  __shared__ double tree[2][kBlock * V];
+  uint32_t row = threadIdx.x / t.cols, j = blockIdx.y * t.cols + threadIdx.x % t.cols;
+  double acc[2][V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) acc[0][q] = acc[1][q] = 0.0;
+  if (j < t.vecs) {
+    auto k = f.template columns<V>(j * V);
+    uint32_t begin = blockIdx.x * chunk, end = min(t.rows, begin + chunk);
+    uint32_t step = t.rowsPerBlock;
+    for (uint32_t r0 = begin + row; r0 < end; r0 += kFlush * step) {
+      float run[2][V];
+#pragma unroll
+      for (int q = 0; q < V; ++q) run[0][q] = run[1][q] = 0.f;
+      if (r0 + (kFlush - 1) * step < end) {
+        // A whole run in range: no exit in the unrolled loop, so that all kFlush loads can be
+        // issued before the first sum (the memory-level parallelism HBM needs); the order of
+        // the additions is the same as below.
+#pragma unroll
+        for (int u = 0; u < kFlush; ++u) k.add(run, (r0 + u * step) * t.channels + j * V);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kFlush; ++u) {
+          uint32_t r = r0 + u * step;
+          if (r >= end) break;
+          k.add(run, r * t.channels + j * V);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        acc[0][q] += double(run[0][q]);
+        acc[1][q] += double(run[1][q]);
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < V; ++q) {
+    tree[0][threadIdx.x * V + q] = acc[0][q];
+    tree[1][threadIdx.x * V + q] = acc[1][q];
+  }
+  __syncthreads();
+  for (uint32_t h = t.rowHalf; h > 0; h >>= 1) {
+    if (row < h && row + h < t.rowsPerBlock) {
+      uint32_t other = (threadIdx.x + h * t.cols) * V;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        tree[0][threadIdx.x * V + q] += tree[0][other + q];
+        tree[1][threadIdx.x * V + q] += tree[1][other + q];
+      }
+    }
+    __syncthreads();
+  }
+  if (row == 0 && j < t.vecs) {
+    double* out = partials + (size_t(blockIdx.x) * t.channels + j * V) * 2;
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      out[2 * q] = tree[0][threadIdx.x * V + q];
+      out[2 * q + 1] = tree[1][threadIdx.x * V + q];
+    }
+  }
+}
+
+/// Adds [parts][n] doubles over the parts into [n], in a fixed order: lane y of a 32 x 32 block
+/// adds parts y, y + 32, ... in turn, then lane 0 adds the 32 lanes in order.
+__global__ void combinePartsKernel(int parts, uint32_t n, const double* partials, double* out) {
+  __shared__ double lanes[32][33];
+  uint32_t v = blockIdx.x * 32 + threadIdx.x;
+  double s = 0.0;
+  if (v < n)
+    for (int p = int(threadIdx.y); p < parts; p += 32) s += partials[size_t(p) * n + v];
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && v < n) {
+    double total = 0.0;
+    for (int y = 0; y < 32; ++y) total += lanes[y][threadIdx.x];
+    out[v] = total;
+  }
+}
+
+template <int V, typename F>
+Status planNhwcSumsAs(const CudaArgs& a, const ChannelShape& s, size_t elementBytes,
+                      NhwcSplit& sp) {
+  sp.t = nhwcTiling(s.outer, s.channels, V);
+  sp.width = V;
+  dim3 grid;
+  HGP_TRY(nhwcGrid(a, nhwcPartialsKernel<V, F>, sp.t, grid));
+  // At least 128 bytes of X per channel in a part, so that the partials (16 bytes per channel
+  // and part) stay a small fraction of the traffic.
+  int64_t minRows = std::max<int64_t>(sp.t.rowsPerBlock, int64_t(128 / elementBytes));
+  int64_t parts = std::min<int64_t>(grid.x, (s.outer + minRows - 1) / minRows);
+  parts = std::max<int64_t>(parts, 1);
+  int64_t chunk = (s.outer + parts - 1) / parts;
+  sp.parts = int((s.outer + chunk - 1) / chunk);
+  sp.chunk = uint32_t(chunk);
+  return Status::ok();
+}
+
+template <int V, typename F>
+void launchNhwcPartials(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* out) {
+  dim3 grid(unsigned(sp.parts), sp.t.tiles);
+  nhwcPartialsKernel<V><<<grid, sp.t.threads(), 0, a.stream>>>(sp.t, sp.chunk, f, out);
+}
+
+} // namespace
+
+ChannelShape nhwcChannels(const Shape& s) {
+  ChannelShape c;
+  c.outer = s[0] * s[1] * s[2];
+  c.channels = s[3];
+  c.inner = 1;
+  return c;
+}
+
+template <typename T, typename F>
+Status planNhwcSums(const CudaArgs& a, const ChannelShape& s, int width, NhwcSplit& sp) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (width == kVec<T>) return planNhwcSumsAs<kVec<T>, F>(a, s, sizeof(T), sp);
+  if (width == 4) return planNhwcSumsAs<4, F>(a, s, sizeof(T), sp);
+  return planNhwcSumsAs<1, F>(a, s, sizeof(T), sp);
+}
+
+template <typename T, typename F>
+Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* sums) {
+  double* partials = sp.parts > 1 ? sums + size_t(sp.t.channels) * 2 : sums;
+  if (sp.width == kVec<T>) launchNhwcPartials<kVec<T>>(a, sp, f, partials);
+  else if (sp.width == 4) launchNhwcPartials<4>(a, sp, f, partials);
+  else launchNhwcPartials<1>(a, sp, f, partials);
+  HGP_TRY(checkLaunch(a, "nhwcPartialsKernel"));
+  if (sp.parts == 1) return Status::ok();
+  uint32_t n = sp.t.channels * 2;
+  combinePartsKernel<<<(n + 31) / 32, dim3(32, 32), 0, a.stream>>>(sp.parts, n, partials, sums);
+  return checkLaunch(a, "combinePartsKernel");
+}
+
+template <typename T, typename F>
+Status launchNhwcMap(CudaArgs& a, const ChannelShape& s, int width, const F& f) {
+  if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
+  if (width == kVec<T>) return launchNhwcMapAs<kVec<T>>(a, s, f);
+  if (width == 4) return launchNhwcMapAs<4>(a, s, f);
+  return launchNhwcMapAs<1>(a, s, f);
+}
+
+// The launchers NormOps.cu calls, for each functor and element type.
+#define HGP_NHWC_NORM_INSTANCES(T)                                                                 \
+  template Status planNhwcSums<T, StatsSums<T>>(const CudaArgs&, const ChannelShape&, int,        \
+                                                NhwcSplit&);                                       \
+  template Status planNhwcSums<T, BwdSums<T>>(const CudaArgs&, const ChannelShape&, int,          \
+                                              NhwcSplit&);                                         \
+  template Status launchNhwcSums<T, StatsSums<T>>(const CudaArgs&, const NhwcSplit&,              \
+                                                  const StatsSums<T>&, double*);                   \
+  template Status launchNhwcSums<T, BwdSums<T>>(const CudaArgs&, const NhwcSplit&,                \
+                                                const BwdSums<T>&, double*);                       \
+  template Status launchNhwcMap<T, AffineApply<T>>(CudaArgs&, const ChannelShape&, int,           \
+                                                   const AffineApply<T>&);                         \
+  template Status launchNhwcMap<T, BwdApply<T>>(CudaArgs&, const ChannelShape&, int,              \
+                                                const BwdApply<T>&);
+
+HGP_NHWC_NORM_INSTANCES(float)
+HGP_NHWC_NORM_INSTANCES(__nv_bfloat16)
+HGP_NHWC_NORM_INSTANCES(__half)
+
+} // namespace hgp::cuda::norm

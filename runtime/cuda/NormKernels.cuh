@@ -1,0 +1,231 @@
+// Internal to the BatchNorm executors: what the NCHW passes (NormOps.cu) and the channels-last
+// passes (NhwcNormOps.cu) share. The per-element work of each pass is a functor: its data
+// (pointers, flags), its float arithmetic (`at`), its NCHW accessors (`one`/`vec` for the
+// elementwise passes, `channel` for the sums) and the declaration of its channels-last view
+// (`Columns`, `columns`), which NhwcNormOps.cu defines next to the kernels that use it. Both
+// layouts therefore make the same float operations per element, and the op-level code (checks,
+// scratch, the per-channel finalize kernels) stays in NormOps.cu, one copy for both layouts. The
+// channels-last passes are reached through the three launchers declared at the end, explicitly
+// instantiated in NhwcNormOps.cu for every functor and element type (float, bf16, f16).
+#pragma once
+
+#include "runtime/cuda/DeviceUtil.cuh"
+
+namespace hgp::cuda::norm {
+
+/// Vectors (NCHW) or rows (NHWC) a thread sums in float before it adds the run into its double
+/// accumulators.
+constexpr int kFlush = 8;
+
+/// Whether 32-bit element indices and the fast kernels apply (fewer than 2^31 elements).
+inline bool fitsIn32(const ChannelShape& s) {
+  return s.outer * s.channels * s.inner < (int64_t(1) << 31);
+}
+
+/// Relu as the Relu op computes it (NaN passes through).
+__device__ __forceinline__ float reluOf(float v) {
+  return v > 0.f ? v : (isnan(v) ? v : 0.f);
+}
+
+/// One channel's normalization, y = ((x - hi) - lo) * alpha + bias, as the CPU computes it
+/// (runtime/cpu/NormOps.cpp): the mean split into a float hi and rest lo, so x - hi is exact near
+/// the mean and a mean large against the spread costs no precision.
+struct BnAffine {
+  float alpha, hi, lo, bias;
+};
+
+__device__ __forceinline__ BnAffine bnAffine(double scale, double bias, double mean, double var,
+                                             double eps) {
+  float hi = float(mean);
+  return {float(scale / sqrt(var + eps)), hi, float(mean - double(hi)), float(bias)};
+}
+
+/// The affine map with the CPU's roundings (no FMA); then the fused epilogue: + residual (after
+/// rounding to T, as the unfused Y was stored), relu.
+template <typename T> struct AffineApply {
+  const T* x;
+  const BnAffine* affine;
+  const T* residual; ///< Null unless fused with a residual Add.
+  bool relu;
+  T* y;
+  __device__ __forceinline__ float at(float v, const BnAffine& f, float r) const {
+    float b = __fadd_rn(__fmul_rn(__fsub_rn(__fsub_rn(v, f.hi), f.lo), f.alpha), f.bias);
+    if (residual) b = __fadd_rn(toFloat(fromFloat<T>(b)), r);
+    return relu ? reluOf(b) : b;
+  }
+  __device__ void one(int64_t c, int64_t i) const {
+    y[i] = fromFloat<T>(at(toFloat(x[i]), affine[c], residual ? toFloat(residual[i]) : 0.f));
+  }
+  template <int N> __device__ void vec(int64_t c, int64_t i) const {
+    BnAffine f = affine[c];
+    float v[N], r[N];
+    loadVec<N>(x + i, v);
+    if (residual) loadVec<N>(residual + i, r);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = at(v[k], f, residual ? r[k] : 0.f);
+    storeVec<N>(y + i, v);
+  }
+  /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
+  template <int N> struct Columns;
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const;
+};
+
+/// Shifted sums: run[0] += x - K, run[1] += (x - K)^2, K = the channel's first element.
+template <typename T> struct StatsSums {
+  const T* x;
+  int64_t inner;
+  struct Channel {
+    const T* x;
+    float k;
+    __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
+      float d = toFloat(x[off]) - k;
+      run[0] += d;
+      run[1] += d * d;
+    }
+    template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
+      float v[N];
+      loadVec<N>(x + off, v);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        float d = v[q] - k;
+        run[0] += d;
+        run[1] += d * d;
+      }
+    }
+  };
+  __device__ Channel channel(int64_t c) const { return {x, toFloat(x[c * inner])}; }
+  /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
+  template <int N> struct Columns;
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const;
+};
+
+/// dY in two parts (a folded Sum, dy_parts=2): a + b in float, rounded once to T, which is what
+/// the unfused Sum stored (ElementwiseOps.cu's sum kernels add with __fadd_rn and round so).
+template <typename T> __device__ __forceinline__ float summedGrad(float a, float b) {
+  return toFloat(fromFloat<T>(__fadd_rn(a, b)));
+}
+
+/// dY as the BatchNorm sees it at element i: round(dy + dy2) when dy2 is set (a folded Sum),
+/// then through the fused Relu's mask (Z > 0) when z is set.
+template <typename T>
+__device__ __forceinline__ float gradAt(const T* dy, const T* dy2, const T* z, int64_t i) {
+  float g = toFloat(dy[i]);
+  if (dy2) g = summedGrad<T>(g, toFloat(dy2[i]));
+  return z && !(toFloat(z[i]) > 0.f) ? 0.f : g;
+}
+
+/// run[0] += dy, run[1] += dy * (x - mean[c]), dy summed from its two parts when dy2 is set and
+/// masked by Z > 0 when fused with ReluBwd; that dy is also stored into gOut when set (exact: it
+/// is the rounded sum, or zero).
+template <typename T> struct BwdSums {
+  const T *dy, *dy2, *x, *z;
+  T* gOut;
+  const float* mean;
+  struct Channel {
+    const T *dy, *dy2, *x, *z;
+    T* gOut;
+    float mu;
+    __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
+      float g = gradAt(dy, dy2, z, off);
+      if (gOut) gOut[off] = fromFloat<T>(g);
+      run[0] += g;
+      run[1] += g * (toFloat(x[off]) - mu);
+    }
+    template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
+      float g[N], g2[N], v[N], m[N];
+      loadVec<N>(dy + off, g);
+      if (dy2) loadVec<N>(dy2 + off, g2);
+      loadVec<N>(x + off, v);
+      if (z) loadVec<N>(z + off, m);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        if (dy2) g[q] = summedGrad<T>(g[q], g2[q]);
+        g[q] = z && !(m[q] > 0.f) ? 0.f : g[q];
+      }
+      if (gOut) storeVec<N>(gOut + off, g);
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        run[0] += g[q];
+        run[1] += g[q] * (v[q] - mu);
+      }
+    }
+  };
+  __device__ Channel channel(int64_t c) const { return {dy, dy2, x, z, gOut, mean[c]}; }
+  /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
+  template <int N> struct Columns;
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const;
+};
+
+/// Per channel: k = scale * invstd, the mean of dy, k * invstd * mean(dy * (x - mu)), mu.
+struct BwdCoefficients {
+  float k, meanDy, slope, mu;
+};
+
+/// dx = k * (dy - mean(dy)) - slope * (x - mu) in float; the frozen form has only k * dy. dy is
+/// summed from its two parts when dy2 is set and masked by Z > 0 when fused with ReluBwd.
+template <typename T> struct BwdApply {
+  const T *dy, *dy2, *x, *z;
+  const BwdCoefficients* coef;
+  T* dx;
+  bool batchStats;
+  __device__ __forceinline__ float at(const BwdCoefficients& q, float g, float v) const {
+    if (!batchStats) return g * q.k;
+    return q.k * (g - q.meanDy) - q.slope * (v - q.mu);
+  }
+  __device__ void one(int64_t c, int64_t i) const {
+    dx[i] = fromFloat<T>(at(coef[c], gradAt(dy, dy2, z, i), toFloat(x[i])));
+  }
+  template <int N> __device__ void vec(int64_t c, int64_t i) const {
+    BwdCoefficients q = coef[c];
+    float g[N], g2[N], v[N], m[N];
+    loadVec<N>(dy + i, g);
+    if (dy2) loadVec<N>(dy2 + i, g2);
+    loadVec<N>(x + i, v);
+    if (z) loadVec<N>(z + i, m);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (dy2) g[k] = summedGrad<T>(g[k], g2[k]);
+      g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
+    }
+    storeVec<N>(dx + i, g);
+  }
+  /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
+  template <int N> struct Columns;
+  template <int N> __device__ Columns<N> columns(uint32_t c0) const;
+};
+
+// ---- Channels-last passes (NhwcNormOps.cu) -------------------------------------------------
+
+/// The [M, C, 1] view of an NHWC shape [N, H, W, C] (M = N * H * W): what the finalize kernels
+/// read, count() = M and channel c's first element at x[c].
+ChannelShape nhwcChannels(const Shape& s);
+
+/// The per-channel sums of an NHWC pass: `parts` blocks down the rows (times the column tiles),
+/// `chunk` rows each.
+struct NhwcSplit {
+  NhwcTiling t;
+  int width = 1;
+  int parts = 1;
+  uint32_t chunk = 0;
+  /// Scratch for the sums: [C][2] combined sums, then [parts][C][2] partials when parts > 1.
+  size_t bytes() const {
+    return size_t(t.channels) * 2 * sizeof(double) * (parts > 1 ? size_t(parts) + 1 : 1);
+  }
+};
+
+/// Plans the NHWC sums pass of functor F (StatsSums<T> or BwdSums<T>) over elements of T with
+/// accesses of `width` channels.
+template <typename T, typename F>
+Status planNhwcSums(const CudaArgs& a, const ChannelShape& s, int width, NhwcSplit& sp);
+
+/// Runs the planned sums into `sums` ([C][2]: the layout of a single part, which the finalize
+/// kernels read with parts = 1); with more than one part, through the partials that follow it.
+template <typename T, typename F>
+Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* sums);
+
+/// The NHWC elementwise pass of functor F (AffineApply<T> or BwdApply<T>) with vectors of
+/// `width` channels (vectorWidth over C).
+template <typename T, typename F>
+Status launchNhwcMap(CudaArgs& a, const ChannelShape& s, int width, const F& f);
+
+} // namespace hgp::cuda::norm
