@@ -10,7 +10,10 @@
 // What may join a group (docs/fusion.md):
 //  - an op of isFusibleElementwise whose operands and result all have the same shape, of rank
 //    at least 1 and float dtype (no broadcasting), and whose result is not carried (the state
-//    updates stay visible as ops of their own);
+//    updates stay visible as ops of their own); Dropout and DropoutBwd when their second operand
+//    is the i64 scalar iteration counter (it becomes an input of the fused node: the mask is
+//    recomputed from it and the element's flat index, bit for bit the unfused op's) and their
+//    ratio is one the executors accept (a Dropout without a counter is a copy and stays out);
 //  - nothing else: ops with side effects, collectives, optimizer updates, reductions and
 //    everything that is not elementwise are never members, so a group never crosses them.
 // Groups grow in program order: a node joins the group of the first producer of its operands
@@ -93,6 +96,14 @@ private:
     const Value* y = n->output(0);
     if (y->rank() < 1 || !isFloat(y->dtype()) || carried_.count(y)) return false;
     if (n->numInputs() > size_t(kMaxInputs)) return false;
+    if (isFusedDropout(n->op())) {
+      double ratio = n->attrs().getFloat("ratio", 0.5);
+      const Value* iter = n->numInputs() == 2 ? n->input(1) : nullptr;
+      if (!iter || iter->dtype() != DType::I64 || iter->rank() != 0) return false;
+      if (!(ratio >= 0 && ratio < 1)) return false;
+      const Value* x = n->input(0);
+      return x->shape() == y->shape() && x->dtype() == y->dtype();
+    }
     for (const Value* v : n->inputs())
       if (v->shape() != y->shape() || !isFloat(v->dtype())) return false;
     return true;
@@ -201,6 +212,11 @@ private:
       if (ins.op == OpKind::Clip || ins.op == OpKind::ClipBwd) {
         if ((ins.hasLo = a.has("min"))) ins.lo = float(a.getFloat("min"));
         if ((ins.hasHi = a.has("max"))) ins.hi = float(a.getFloat("max"));
+      }
+      if (isFusedDropout(ins.op)) { // the executors' defaults (runtime/*/RandomOps)
+        ins.ratio = a.getFloat("ratio", 0.5);
+        ins.seed = a.getInt("seed", 0);
+        ins.key = a.getInt("key", 0);
       }
       number[m->output(0)] = p.numValues();
       p.instrs.push_back(ins);

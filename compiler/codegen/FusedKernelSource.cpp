@@ -47,6 +47,27 @@ __device__ __forceinline__ void put16(u32* w, int e, u16 h) { w[e >> 1] |= u32(h
   return s;
 }
 
+/// Dropout's helpers, for kernels with a Dropout or DropoutBwd: runtime/cuda/RandomOps.cu's
+/// Philox-4x32-10, the call for the four elements 4q..4q+3 at iteration `it`, and the keep test.
+const char* kDropoutPreamble = R"(__device__ __forceinline__ uint4 philox(uint4 c, u32 k0, u32 k1) {
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const u32 hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    const u32 hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+__device__ __forceinline__ uint4 draw(unsigned long long q, unsigned long long it, u32 k0, u32 k1) {
+  return philox(make_uint4(u32(q), u32(q >> 32), u32(it), u32(it >> 32)), k0, k1);
+}
+__device__ __forceinline__ u32 pick(uint4 r, int k) { return k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w; }
+__device__ __forceinline__ float drop(float x, u32 bits, float threshold, float scale) {
+  return float(bits >> 8) * (1.0f / 16777216.0f) >= threshold ? __fmul_rn(x, scale) : 0.f;
+}
+)";
+
 std::string lit(float f) {
   char buf[48];
   if (f != f) return "__uint_as_float(0x7fc00000u)";
@@ -58,8 +79,17 @@ std::string lit(float f) {
 
 std::string v(int k) { return "v" + std::to_string(k); }
 
-/// The expression instruction `ins` computes, in float, before rounding.
-std::string expr(const FusedInstr& ins) {
+/// The Philox key words and the counter of a dropout instruction, as the arguments of draw().
+std::string drawArgs(const FusedInstr& ins, const std::string& q) {
+  uint64_t k = fusedDropout(ins).philoxKey;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ", 0x%08xu, 0x%08xu)", unsigned(uint32_t(k)), unsigned(uint32_t(k >> 32)));
+  return "draw(" + q + ", c" + std::to_string(ins.args[1]) + buf;
+}
+
+/// The expression instruction `ins` computes, in float, before rounding; a dropout reads its
+/// element's random bits as m[d], d its number among the program's dropouts.
+std::string expr(const FusedInstr& ins, int d) {
   const std::vector<int>& a = ins.args;
   switch (ins.op) {
   case OpKind::Add: return "__fadd_rn(" + v(a[0]) + ", " + v(a[1]) + ")";
@@ -86,6 +116,12 @@ std::string expr(const FusedInstr& ins) {
     return "(" + v(a[1]) + " > " + lit(ins.hasLo ? ins.lo : -__builtin_inff()) + " && " + v(a[1]) +
            " < " + lit(ins.hasHi ? ins.hi : __builtin_inff()) + ") ? " + v(a[0]) + " : 0.f";
   case OpKind::Cast: return v(a[0]);
+  case OpKind::Dropout: case OpKind::DropoutBwd: {
+    if (ins.ratio == 0) return v(a[0]); // the unfused op copies its input
+    FusedDropout c = fusedDropout(ins);
+    return "drop(" + v(a[0]) + ", m[" + std::to_string(d) + "], " + lit(c.threshold) + ", " +
+           lit(c.scale) + ")";
+  }
   default: return "";
   }
 }
@@ -113,14 +149,29 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
   for (int r : p.results) io.push_back(types[size_t(r)]);
   const int V = fusedVectorWidth(io);
   auto words = [&](DType t) { return V * (t == DType::F32 ? 4 : 2) / 4; };
+  auto isCounter = [&](int k) { return in[size_t(k)] == DType::I64; };
+  auto str = [](auto x) { return std::to_string(x); };
+  // The dropouts that draw (ratio > 0), in program order, and the counters they read.
+  std::vector<int> drops, dropOf(p.instrs.size(), -1);
+  std::vector<bool> counterUsed(in.size(), false);
+  for (size_t k = 0; k < p.instrs.size(); ++k)
+    if (isFusedDropout(p.instrs[k].op) && p.instrs[k].ratio != 0) {
+      dropOf[k] = int(drops.size());
+      drops.push_back(int(k));
+      counterUsed[size_t(p.instrs[k].args[1])] = true;
+    }
+  const int D = int(drops.size());
   std::string s = preamble(arch);
+  if (D) s += kDropoutPreamble;
 
-  // The program over one element: inputs x[], results y[].
-  s += "__device__ __forceinline__ void body(const float* x, float* y) {\n";
-  for (int k = 0; k < p.numInputs; ++k) s += "  const float " + v(k) + " = x[" + std::to_string(k) + "];\n";
+  // The program over one element: inputs x[], results y[], random bits m[] (one per dropout).
+  s += "__device__ __forceinline__ void body(const float* x, float* y" +
+       std::string(D ? ", const u32* m" : "") + ") {\n";
+  for (int k = 0; k < p.numInputs; ++k)
+    if (!isCounter(k)) s += "  const float " + v(k) + " = x[" + str(k) + "];\n";
   for (size_t k = 0; k < p.instrs.size(); ++k) {
     const FusedInstr& ins = p.instrs[k];
-    std::string e = expr(ins);
+    std::string e = expr(ins, dropOf[k]);
     if (e.empty()) return Status(ErrorCode::Internal, "no CUDA form for op " + std::string(opName(ins.op)));
     if (ins.dtype == DType::BF16) e = "rb(" + e + ")";
     else if (ins.dtype == DType::F16) e = "rh(" + e + ")";
@@ -128,58 +179,79 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
          dtypeName(ins.dtype) + "\n";
   }
   for (size_t r = 0; r < p.results.size(); ++r)
-    s += "  y[" + std::to_string(r) + "] = " + v(p.results[r]) + ";\n";
+    s += "  y[" + str(r) + "] = " + v(p.results[r]) + ";\n";
   s += "}\n";
 
   // The kernel.
   std::string params;
-  for (int k = 0; k < p.numInputs; ++k) params += "const void* __restrict__ i" + std::to_string(k) + ", ";
-  for (size_t r = 0; r < p.results.size(); ++r) params += "void* __restrict__ o" + std::to_string(r) + ", ";
+  for (int k = 0; k < p.numInputs; ++k) params += "const void* __restrict__ i" + str(k) + ", ";
+  for (size_t r = 0; r < p.results.size(); ++r) params += "void* __restrict__ o" + str(r) + ", ";
   int ni = p.numInputs, no = int(p.results.size());
+  std::string locals = "float x[" + str(ni) + "], y[" + str(no) + "];" + (D ? " u32 m[" + str(D) + "];" : "");
+  std::string call = std::string("body(x, y") + (D ? ", m" : "") + ");\n";
   s += "extern \"C\" __global__ void __launch_bounds__(256) " + std::string(kFusedEntry) + "(" + params +
        "long long n, int vec) {\n";
   s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
   s += "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  s += "  const long long nv = vec ? n / " + std::to_string(V) + " : 0;\n";
+  for (int k = 0; k < ni; ++k) // each dropout counter, once per thread
+    if (counterUsed[size_t(k)])
+      s += "  const unsigned long long c" + str(k) + " = *reinterpret_cast<const unsigned long long*>(i" +
+           str(k) + ");\n";
+  s += "  const long long nv = vec ? n / " + str(V) + " : 0;\n";
   s += "  for (long long g = t; g < nv; g += stride) {\n";
   for (int k = 0; k < ni; ++k) {
+    if (isCounter(k)) continue;
     int w = words(in[size_t(k)]);
-    s += "    u32 a" + std::to_string(k) + "[" + std::to_string(w) + "];\n";
-    s += "    ldv<" + std::to_string(w) + ">(i" + std::to_string(k) + ", g, a" + std::to_string(k) + ");\n";
+    s += "    u32 a" + str(k) + "[" + str(w) + "];\n";
+    s += "    ldv<" + str(w) + ">(i" + str(k) + ", g, a" + str(k) + ");\n";
   }
   for (int r = 0; r < no; ++r)
-    s += "    u32 b" + std::to_string(r) + "[" + std::to_string(words(io[size_t(ni + r)])) + "] = {};\n";
-  s += "#pragma unroll\n    for (int e = 0; e < " + std::to_string(V) + "; ++e) {\n";
-  s += "      float x[" + std::to_string(ni) + "], y[" + std::to_string(no) + "];\n";
+    s += "    u32 b" + str(r) + "[" + str(words(io[size_t(ni + r)])) + "] = {};\n";
+  // Elements gV..gV+V-1 are V/4 aligned quads: one Philox call per quad and dropout.
+  for (int d = 0; d < D; ++d) {
+    std::string r = "r" + str(d);
+    s += "    u32 " + r + "[" + str(V) + "];\n#pragma unroll\n";
+    s += "    for (int j = 0; j < " + str(V / 4) + "; ++j) {\n";
+    s += "      const uint4 w = " + drawArgs(p.instrs[size_t(drops[size_t(d)])],
+                                          "(unsigned long long)g * " + str(V / 4) + " + j") + ";\n";
+    s += "      " + r + "[4 * j] = w.x; " + r + "[4 * j + 1] = w.y; " + r + "[4 * j + 2] = w.z; " + r +
+         "[4 * j + 3] = w.w;\n    }\n";
+  }
+  s += "#pragma unroll\n    for (int e = 0; e < " + str(V) + "; ++e) {\n";
+  s += "      " + locals + "\n";
   for (int k = 0; k < ni; ++k) {
     DType t = in[size_t(k)];
-    std::string a = "a" + std::to_string(k);
-    s += "      x[" + std::to_string(k) + "] = " +
+    if (isCounter(k)) continue;
+    std::string a = "a" + str(k);
+    s += "      x[" + str(k) + "] = " +
          (t == DType::F32 ? "__uint_as_float(" + a + "[e])"
                           : std::string(t == DType::BF16 ? "b2f" : "h2f") + "(half16(" + a + ", e))") +
          ";\n";
   }
-  s += "      body(x, y);\n";
+  for (int d = 0; d < D; ++d) s += "      m[" + str(d) + "] = r" + str(d) + "[e];\n";
+  s += "      " + call;
   for (int r = 0; r < no; ++r) {
     DType t = io[size_t(ni + r)];
-    std::string b = "b" + std::to_string(r), y = "y[" + std::to_string(r) + "]";
+    std::string b = "b" + str(r), y = "y[" + str(r) + "]";
     s += t == DType::F32 ? "      " + b + "[e] = __float_as_uint(" + y + ");\n"
                          : "      put16(" + b + ", e, " + encode(t, y) + ");\n";
   }
   s += "    }\n";
   for (int r = 0; r < no; ++r)
-    s += "    stv<" + std::to_string(words(io[size_t(ni + r)])) + ">(o" + std::to_string(r) + ", g, b" +
-         std::to_string(r) + ");\n";
+    s += "    stv<" + str(words(io[size_t(ni + r)])) + ">(o" + str(r) + ", g, b" + str(r) + ");\n";
   s += "  }\n";
-  s += "  for (long long i = nv * " + std::to_string(V) + " + t; i < n; i += stride) {\n";
-  s += "    float x[" + std::to_string(ni) + "], y[" + std::to_string(no) + "];\n";
+  s += "  for (long long i = nv * " + str(V) + " + t; i < n; i += stride) {\n";
+  s += "    " + locals + "\n";
   for (int k = 0; k < ni; ++k)
-    s += "    x[" + std::to_string(k) + "] = " + loadScalar(in[size_t(k)], "i" + std::to_string(k)) + ";\n";
-  s += "    body(x, y);\n";
+    if (!isCounter(k)) s += "    x[" + str(k) + "] = " + loadScalar(in[size_t(k)], "i" + str(k)) + ";\n";
+  for (int d = 0; d < D; ++d) // element i is output i & 3 of quad i >> 2's call
+    s += "    m[" + str(d) + "] = pick(" +
+         drawArgs(p.instrs[size_t(drops[size_t(d)])], "(unsigned long long)i >> 2") + ", int(i & 3));\n";
+  s += "    " + call;
   for (int r = 0; r < no; ++r) {
     DType t = io[size_t(ni + r)];
-    s += "    reinterpret_cast<" + std::string(scalarType(t)) + "*>(o" + std::to_string(r) + ")[i] = " +
-         encode(t, "y[" + std::to_string(r) + "]") + ";\n";
+    s += "    reinterpret_cast<" + std::string(scalarType(t)) + "*>(o" + str(r) + ")[i] = " +
+         encode(t, "y[" + str(r) + "]") + ";\n";
   }
   s += "  }\n}\n";
   return s;

@@ -11,6 +11,12 @@
 // elements per thread and iteration with 16-byte (or, for 16-bit tensors next to f32 ones,
 // 8-byte) loads and stores, V = 8 when every tensor is 16-bit and 4 otherwise; a grid-stride
 // loop covers the vectors and then the leftover elements one by one.
+//
+// Dropout and DropoutBwd recompute runtime/cuda/RandomOps.cu's mask: each thread reads the i64
+// iteration counter once (a pointer parameter like any input, so a replayed graph sees its new
+// value), the vector path makes one Philox call per dropout for each aligned quad of its V
+// elements (element i is output i & 3 of the call for quad i >> 2), and the scalar path makes the
+// call for its element's quad and picks the same output, so both paths draw the unfused op's bits.
 #pragma once
 
 #include "runtime/plan/FusedProgram.h"

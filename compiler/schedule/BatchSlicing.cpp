@@ -41,7 +41,7 @@ bool allPerSample(OpKind op) {
   case OpKind::LRNBwd:
   case OpKind::Reshape:
   case OpKind::Cast:
-  case OpKind::FusedElementwise: // same-shape operands (passes/FuseElementwise.cpp)
+  case OpKind::FusedElementwise: // same-shape operands, unless it has a dropout (batchOperands)
     return true;
   default:
     return false;
@@ -402,6 +402,12 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
     }
     return b;
   }
+  case OpKind::FusedElementwise:
+    // A dropout inside draws its mask from each element's flat index in the whole tensor, which
+    // a slice would renumber; its i64 counter input marks it (runtime/plan/FusedProgram.h).
+    for (int t : s.inputs)
+      if (tensor(t).type.dtype == DType::I64) return std::nullopt;
+    return all();
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::SoftmaxBwd:

@@ -4,7 +4,9 @@
 // evalFusedInstr (the unfused executors' formulas) and rounded to its dtype when that dtype is
 // 16-bit, exactly where the unfused op stored a 16-bit tensor. Inputs and results keep their own
 // storage dtype (the backend does not widen this step), so a fused plan gives the same bits as
-// the unfused plan it came from.
+// the unfused plan it came from. A Dropout or DropoutBwd instruction draws the element's uniform
+// with dropoutUniform (the unfused executor's) from its flat index and the value of its counter
+// input (an i64 scalar, read once per step).
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/FusedProgram.h"
 #include "runtime/plan/Half.h"
@@ -42,8 +44,16 @@ Status execFusedElementwise(KernelArgs& a) {
   if (!types) return a.fail(types.status().message());
   if (p.results.size() != a.out.size()) return a.fail("result count differs from the program's");
   const Shape& shape = *a.out[0].shape;
-  for (const auto& v : a.in)
-    if (*v.shape != shape) return a.fail("operands differ in shape");
+  std::vector<uint64_t> counter(a.in.size(), 0); // the value of each i64 (counter) input
+  for (size_t k = 0; k < a.in.size(); ++k) {
+    const TensorView& v = a.in[k];
+    if (v.dtype == DType::I64) {
+      HGP_TRY(checkScalar(a, v, DType::I64, "the dropout counter"));
+      counter[k] = uint64_t(v.as<int64_t>()[0]);
+    } else if (*v.shape != shape) {
+      return a.fail("operands differ in shape");
+    }
+  }
   for (size_t r = 0; r < a.out.size(); ++r) {
     if (*a.out[r].shape != shape) return a.fail("results differ in shape");
     if (a.out[r].dtype != (*types)[size_t(p.results[r])]) return a.fail("result dtype mismatch");
@@ -52,11 +62,15 @@ Status execFusedElementwise(KernelArgs& a) {
   parallelElementwise(n, [&](int64_t b, int64_t e) {
     std::vector<float> val(size_t(p.numValues())), args;
     for (int64_t i = b; i < e; ++i) {
-      for (int k = 0; k < p.numInputs; ++k) val[size_t(k)] = load(a.in[size_t(k)], i);
+      for (int k = 0; k < p.numInputs; ++k)
+        if (a.in[size_t(k)].dtype != DType::I64) val[size_t(k)] = load(a.in[size_t(k)], i);
       for (size_t k = 0; k < p.instrs.size(); ++k) {
         const FusedInstr& ins = p.instrs[k];
         args.clear();
         for (int x : ins.args) args.push_back(val[size_t(x)]);
+        if (isFusedDropout(ins.op)) // the draw in place of the counter
+          args[1] = dropoutUniform(uint64_t(ins.seed), uint64_t(ins.key),
+                                   counter[size_t(ins.args[1])], uint64_t(i));
         val[size_t(p.numInputs) + k] = roundTo(ins.dtype, evalFusedInstr(ins, args.data()));
       }
       // Every operand was read above, so results may share storage with inputs.

@@ -8,7 +8,10 @@
 // kernel with cudaLaunchKernel on the step's stream, so the launch is captured into the program's
 // CUDA graph like any other. Arguments: the inputs, the results, the element count and whether
 // the vector path may be used (every pointer 16-byte aligned; the arena aligns tensors to 64
-// bytes, batch slices to 64 bytes too, so it nearly always is).
+// bytes, batch slices to 64 bytes too, so it nearly always is). An i64 input is a dropout's
+// iteration counter: a device scalar that the kernel reads once per thread, passed by pointer so
+// that a replayed graph sees its new value; it takes no part in the shape, alignment and vector
+// width checks.
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/plan/FusedProgram.h"
 
@@ -59,6 +62,12 @@ Status execFusedElementwise(CudaArgs& a) {
   bool vec = true;
   for (auto* list : {&a.in, &a.out})
     for (const DeviceTensor& t : *list) {
+      if (list == &a.in && t.dtype == DType::I64) {
+        if (t.numel() != 1)
+          return a.fail("the dropout counter has shape " + shapeToString(*t.shape) + ", not []");
+        ptrs.push_back(t.data);
+        continue;
+      }
       if (*t.shape != shape) return a.fail("FusedElementwise operands differ in shape");
       types.push_back(t.dtype);
       ptrs.push_back(t.data);

@@ -1,8 +1,10 @@
 #include "runtime/plan/FusedProgram.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 namespace hgp {
@@ -14,6 +16,7 @@ int arity(OpKind op) {
   switch (op) {
   case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
   case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
+  case OpKind::Dropout: case OpKind::DropoutBwd: // the value and the iteration counter
     return 2;
   case OpKind::Sum:
     return -1;
@@ -34,6 +37,28 @@ std::string floatText(float f) {
   return buf;
 }
 
+/// The shortest text that reads back as the same double (0.5, not 0.50000000000000000).
+std::string doubleText(double d) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  return buf;
+}
+
+/// Parses a dropout attribute (ratio, seed or key) into `ins`; false when `key` is not one.
+bool parseDropoutAttr(const std::string& key, const char* text, FusedInstr& ins, bool& ok) {
+  char* end = nullptr;
+  errno = 0;
+  if (key == "ratio") ins.ratio = std::strtod(text, &end);
+  else if (key == "seed") ins.seed = std::strtoll(text, &end, 10);
+  else if (key == "key") ins.key = std::strtoll(text, &end, 10);
+  else return false;
+  ok = end != text && !*end && errno != ERANGE;
+  return true;
+}
+
 Status bad(const std::string& m) { return Status(ErrorCode::InvalidModel, "fused program: " + m); }
 
 } // namespace
@@ -43,11 +68,21 @@ bool isFusibleElementwise(OpKind op) {
   case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Sum:
   case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clip: case OpKind::Neg:
   case OpKind::Scale: case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
-  case OpKind::Cast:
+  case OpKind::Cast: case OpKind::Dropout: case OpKind::DropoutBwd:
     return true;
   default:
     return false;
   }
+}
+
+bool isFusedDropout(OpKind op) { return op == OpKind::Dropout || op == OpKind::DropoutBwd; }
+
+FusedDropout fusedDropout(const FusedInstr& ins) {
+  FusedDropout d;
+  d.threshold = float(ins.ratio);
+  d.scale = float(1.0 / (1.0 - ins.ratio));
+  d.philoxKey = uint64_t(ins.seed) ^ (uint64_t(ins.key) * 0x9E3779B97F4A7C15ull);
+  return d;
 }
 
 std::string FusedProgram::text() const {
@@ -60,6 +95,9 @@ std::string FusedProgram::text() const {
     if (hasAlpha(ins.op)) out += " alpha=" + floatText(ins.alpha);
     if (ins.hasLo) out += " min=" + floatText(ins.lo);
     if (ins.hasHi) out += " max=" + floatText(ins.hi);
+    if (isFusedDropout(ins.op))
+      out += " ratio=" + doubleText(ins.ratio) + " seed=" + std::to_string(ins.seed) +
+             " key=" + std::to_string(ins.key);
   }
   return out;
 }
@@ -88,6 +126,7 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
     if (!d) return bad("bad dtype '" + dt + "'");
     ins.dtype = *d;
     int self = p.numValues();
+    std::set<std::string> seen; // dropout attributes given
     while (ws >> tok) {
       if (tok[0] == '%') {
         char* end = nullptr;
@@ -101,6 +140,11 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       size_t eq = tok.find('=');
       if (eq == std::string::npos) return bad("unexpected '" + tok + "'");
       std::string key = tok.substr(0, eq);
+      bool ok = false;
+      if (isFusedDropout(ins.op) && parseDropoutAttr(key, tok.c_str() + eq + 1, ins, ok)) {
+        if (!ok || !seen.insert(key).second) return bad("bad or repeated '" + tok + "'");
+        continue;
+      }
       char* end = nullptr;
       float f = std::strtof(tok.c_str() + eq + 1, &end);
       if (*end) return bad("bad number in '" + tok + "'");
@@ -114,6 +158,10 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       return bad(opText + " has " + std::to_string(ins.args.size()) + " operands");
     if (hasAlpha(ins.op) && item.find("alpha=") == std::string::npos)
       return bad(opText + " needs alpha");
+    if (isFusedDropout(ins.op) && seen.size() != 3)
+      return bad(opText + " needs ratio, seed and key");
+    if (isFusedDropout(ins.op) && !(ins.ratio >= 0 && ins.ratio < 1))
+      return bad(opText + " ratio " + doubleText(ins.ratio) + " is not in [0, 1)");
     p.instrs.push_back(std::move(ins));
   }
   if (p.instrs.empty()) return bad("no instructions");
@@ -129,17 +177,36 @@ Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::v
   if (int(in.size()) != p.numInputs) return bad("input count mismatch");
   auto isFloat = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
   std::vector<DType> t = in;
+  std::vector<bool> counterRead(in.size(), false);
   for (DType d : in)
-    if (!isFloat(d)) return bad(std::string("input of dtype ") + dtypeName(d) + " (float only)");
+    if (!isFloat(d) && d != DType::I64)
+      return bad(std::string("input of dtype ") + dtypeName(d) + " (float, or an i64 counter)");
   for (size_t k = 0; k < p.instrs.size(); ++k) {
     const FusedInstr& ins = p.instrs[k];
     if (!isFloat(ins.dtype)) return bad("instruction dtype must be f32, bf16 or f16");
-    for (int a : ins.args)
+    for (size_t j = 0; j < ins.args.size(); ++j) {
+      int a = ins.args[j];
+      if (isFusedDropout(ins.op) && j == 1) {
+        if (a >= p.numInputs || t[size_t(a)] != DType::I64)
+          return bad(std::string(opName(ins.op)) + "'s counter %" + std::to_string(a) +
+                     " is not an i64 input");
+        counterRead[size_t(a)] = true;
+        continue;
+      }
+      if (t[size_t(a)] == DType::I64)
+        return bad(std::string(opName(ins.op)) + " reads the i64 counter %" + std::to_string(a) +
+                   " as a value");
       if (ins.op != OpKind::Cast && t[size_t(a)] != ins.dtype)
         return bad(std::string(opName(ins.op)) + " " + dtypeName(ins.dtype) + " reads %" +
                    std::to_string(a) + " of dtype " + dtypeName(t[size_t(a)]));
+    }
     t.push_back(ins.dtype);
   }
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k] == DType::I64 && !counterRead[k])
+      return bad("i64 input %" + std::to_string(k) + " is no dropout's counter");
+  for (int r : p.results)
+    if (t[size_t(r)] == DType::I64) return bad("result %" + std::to_string(r) + " is a counter");
   return t;
 }
 
@@ -169,13 +236,18 @@ float evalFusedInstr(const FusedInstr& ins, const float* a) {
     return (a[1] > lo && a[1] < hi) ? a[0] : 0.f;
   }
   case OpKind::Cast: return a[0];
+  case OpKind::Dropout: case OpKind::DropoutBwd: {
+    if (ins.ratio == 0) return a[0]; // the unfused op copies its input
+    FusedDropout d = fusedDropout(ins);
+    return a[1] >= d.threshold ? a[0] * d.scale : 0.f;
+  }
   default: return NAN;
   }
 }
 
 int fusedVectorWidth(const std::vector<DType>& tensorTypes) {
   for (DType t : tensorTypes)
-    if (t == DType::F32) return 4;
+    if (t == DType::F32) return 4; // i64 (the counter) does not count; bf16 and f16 allow 8
   return 8;
 }
 

@@ -15,6 +15,18 @@
 //   results=[3, 2]            the values the step writes, in output order
 //   kernel=fe0                (CUDA) the generated kernel in the plan's kernel table
 // Float attributes (alpha, min, max) are printed as the float32 the op uses, exactly.
+//
+// Dropout and DropoutBwd (the "dropout epilogue" of a classifier's Relu, and the start of its
+// gradient) are members too. Their mask is counter-based (runtime/cuda/RandomOps.cu): a pure
+// function of (seed, key, the iteration counter, the element's flat index), so a fused kernel
+// recomputes exactly the unfused op's mask. The iteration counter is the one operand that is not
+// an element-wise tensor: an i64 scalar input of the step, read once per thread on the device so
+// that a replayed CUDA graph draws a new mask every step. The instruction names it as its second
+// operand and carries the op's attributes, the ratio printed so that it reads back as the same
+// double:
+//   program="Relu bf16 %0; Dropout bf16 %2 %1 ratio=0.5 seed=42 key=7"
+// An i64 input may be read only as that counter operand, and the counter operand must be an i64
+// input: nothing else in a program is not a float value of the result's shape.
 #pragma once
 
 #include "runtime/plan/Attr.h"
@@ -33,7 +45,23 @@ struct FusedInstr {
   float alpha = 0;          ///< LeakyRelu, LeakyReluBwd, Scale.
   bool hasLo = false, hasHi = false; ///< Clip, ClipBwd: which bounds are present.
   float lo = 0, hi = 0;
+  double ratio = 0;                  ///< Dropout, DropoutBwd: the drop probability, in [0, 1).
+  int64_t seed = 0, key = 0;         ///< Dropout, DropoutBwd: the RNG's seed and site key.
 };
+
+/// Dropout's constants, derived from the instruction's attributes exactly as the unfused executors
+/// derive them: element i is kept when its uniform draw is >= threshold = float(ratio), and then
+/// multiplied by scale = float(1 / (1 - ratio)); philoxKey = seed ^ (key * 0x9E3779B97F4A7C15)
+/// (its low and high words are Philox's two key words). With ratio 0 the op is the identity.
+struct FusedDropout {
+  float threshold = 0, scale = 1;
+  uint64_t philoxKey = 0;
+};
+FusedDropout fusedDropout(const FusedInstr& ins);
+
+/// Whether `op` is Dropout or DropoutBwd: an instruction whose second operand is the iteration
+/// counter (an i64 scalar input) rather than an element-wise value.
+bool isFusedDropout(OpKind op);
 
 struct FusedProgram {
   int numInputs = 0;
@@ -55,15 +83,20 @@ bool isFusibleElementwise(OpKind op);
 Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs);
 
 /// The dtype of every value, given the inputs' dtypes; an error when an instruction's operands do
-/// not have the dtype the op requires (all equal to the result's, except for Cast).
+/// not have the dtype the op requires (all equal to the result's, except for Cast; a dropout's
+/// counter operand an i64 input), when an i64 input is anything but a dropout's counter, or when
+/// a result is a counter.
 Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::vector<DType>& in);
 
 /// Instruction `ins` over float operands, in float32, exactly as the unfused CPU executor
-/// computes it (before any rounding to the result's dtype).
+/// computes it (before any rounding to the result's dtype). For Dropout and DropoutBwd, args[1]
+/// is not the counter but the element's uniform draw in [0, 1) (cpu::dropoutUniform of the
+/// element's flat index and the counter's value).
 float evalFusedInstr(const FusedInstr& ins, const float* args);
 
 /// Elements per thread and iteration in a generated kernel's vector path, from the dtypes of the
-/// step's inputs and results: 8 when all are 16-bit (16-byte accesses), else 4.
+/// step's inputs and results: 8 when all float ones are 16-bit (16-byte accesses), else 4. The
+/// i64 counter is read once per thread, not per element, so it does not count.
 int fusedVectorWidth(const std::vector<DType>& tensorTypes);
 
 /// A short name for the op chain, "Add+Relu", for plan reports.

@@ -7,6 +7,11 @@
 // IEEE float operations (no contraction, --fmad=false) and rounds each 16-bit intermediate where
 // the unfused graph stored it, with the same round-to-nearest-even conversions (docs/fusion.md).
 // Shapes: 210 elements (no vector path: the scalar loop only) and 512 (vector path).
+//
+// The dropout chains (buildDropoutChain: Relu -> Dropout, DropoutBwd -> ReluBwd, a second site and
+// a ratio-0 copy) are compared the same ways, over several iterations: the fused kernel must draw
+// the unfused Dropout kernel's mask bit for bit, a new one for each value of the counter, also
+// when a captured graph is replayed (the counter is read on the device).
 #include "tests/gpu/GpuTestUtil.h"
 #include "tests/unit/FusedTestGraphs.h"
 
@@ -84,6 +89,77 @@ TEST(CudaFusedElementwise, FusedKernelMatchesTheUnfusedCudaOpsBitForBit) {
         ASSERT_EQ(want.size(), 4u);
         for (const auto& [name, bytes] : want) EXPECT_TRUE(bytes == got[name]) << name << " differs";
       }
+    }
+}
+
+std::optional<EmittedPlan> dropoutChainPlan(DType d, const Shape& shape, bool fused) {
+  Graph g(fused ? "fused" : "plain");
+  auto bindings = buildDropoutChain(g, d, shape);
+  if (fused) {
+    PassContext ctx;
+    Status st = runPipeline(g, {"fuse-elementwise"}, ctx);
+    EXPECT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(countOps(g, OpKind::Dropout) + countOps(g, OpKind::DropoutBwd), 0);
+  }
+  auto e = emitStep(g, bindings);
+  if (!e) return e;
+  Status st = generateFusedKernels(e->plan, deviceArch(), /*required=*/true);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  if (!st) return std::nullopt;
+  return e;
+}
+
+/// The counter values of the dropout tests' runs: steps 0, 1, 2, and one past 2^32.
+int64_t dropoutIter(int run) { return run == 3 ? (int64_t(1) << 33) + 5 : run; }
+
+TEST(CudaFusedElementwise, DropoutChainsMatchTheUnfusedCudaOpsBitForBit) {
+  HGP_REQUIRE_CUDA();
+  // 210 and 3003: a scalar tail after the vectors; 3 x 64 x 33 x 17: many blocks.
+  for (DType d : {DType::F32, DType::BF16})
+    for (Shape shape : {Shape{2, 3, 5, 7}, Shape{3, 1001}, Shape{3, 64, 33, 17}}) {
+      SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(shape));
+      auto plain = dropoutChainPlan(d, shape, false), fused = dropoutChainPlan(d, shape, true);
+      ASSERT_TRUE(plain && fused);
+      ASSERT_GE(fused->plan.kernels.size(), 1u);
+      std::vector<uint8_t> previous;
+      for (int run = 0; run < 4; ++run) {
+        int64_t iter = dropoutIter(run);
+        SCOPED_TRACE("iter " + std::to_string(iter));
+        BackendOptions o;
+        o.eager = true;
+        auto a = makeGpuBackend(o), b = makeGpuBackend(o);
+        ASSERT_TRUE(a.hasValue() && b.hasValue());
+        auto want = runStep(**a, *plain, 3, iter), got = runStep(**b, *fused, 3, iter);
+        ASSERT_EQ(want.size(), 4u);
+        for (const auto& [name, bytes] : want) EXPECT_TRUE(bytes == got[name]) << name << " differs";
+        if (!previous.empty()) EXPECT_FALSE(got["out.0"] == previous) << "the mask did not change";
+        previous = got["out.0"];
+      }
+    }
+}
+
+TEST(CudaFusedElementwise, DropoutKernelMatchesTheCpuReferenceEagerAndReplayed) {
+  HGP_REQUIRE_CUDA();
+  RunSpec spec = exactSpec();
+  // Runs: eager, capture slot 1, capture slot 0, replay both; each with its own counter value.
+  spec.feed = [](const PlanTensor& t, int run) {
+    if (t.type.dtype == DType::I64) {
+      int64_t iter = dropoutIter(run % 4);
+      std::vector<uint8_t> b(8);
+      std::memcpy(b.data(), &iter, 8);
+      return b;
+    }
+    std::vector<float> v = feed(t.name, t.type.numElements(), 1);
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  for (DType d : {DType::F32, DType::BF16})
+    for (Shape shape : {Shape{2, 3, 5, 7}, Shape{4, 8, 16}}) {
+      SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(shape));
+      auto e = dropoutChainPlan(d, shape, true);
+      ASSERT_TRUE(e);
+      runAndCompare(*e, spec);
     }
 }
 

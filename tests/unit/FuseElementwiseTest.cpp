@@ -3,9 +3,7 @@
 // NVRTC (compiler/codegen): what is fused and what must not be, bit-identical results of fused
 // and unfused plans on the CPU in f32, bf16 and f16, and generated source that NVRTC compiles to
 // an sm_90 cubin (skipped where NVRTC cannot be loaded).
-#include "FusedTestGraphs.h"
-
-#include <unistd.h>
+#include "FusedKernelEmulator.h"
 
 #include "compiler/codegen/FusedKernelSource.h"
 #include "compiler/codegen/GenerateKernels.h"
@@ -17,9 +15,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace hgp {
 namespace {
@@ -198,81 +193,11 @@ TEST(FusedKernelCodegen, NvrtcCompilesEveryOpToAnSm90Cubin) {
   }
 }
 
-// ---- The generated kernel, emulated on the host ------------------------------------------------
-// Without a GPU, the kernel's vector and scalar paths, its 16-bit packing and every op's
-// expression are still checked: the generated source is compiled by the host C++ compiler with a
-// few definitions standing in for CUDA's (the PTX conversions become Half.h's, which round the
-// same way), run over a grid of 3 blocks of 256 threads, and compared with the CPU executor.
-
-const char* kHostShim = R"(#include "runtime/plan/Half.h"
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#define __device__
-#define __forceinline__ inline
-#define __global__
-#define __launch_bounds__(x)
-#define __restrict__
-struct uint2 { unsigned x, y; };
-struct uint4 { unsigned x, y, z, w; };
-inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
-inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-struct D3 { unsigned x; };
-D3 blockIdx, blockDim, threadIdx, gridDim;
-)";
-
-/// The source with the PTX conversions replaced by Half.h's.
-std::string hostSource(const std::string& src) {
-  std::istringstream in(src);
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.rfind("__device__ __forceinline__ float h2f", 0) == 0)
-      line = "inline float h2f(u16 h) { return hgp::halfToFloat(h); }";
-    else if (line.rfind("__device__ __forceinline__ u16 f2h", 0) == 0)
-      line = "inline u16 f2h(float f) { return hgp::floatToHalf(f); }";
-    else if (line.rfind("__device__ __forceinline__ u16 f2b", 0) == 0)
-      line = "inline u16 f2b(float f) { return hgp::floatToBf16(f); }";
-    out += line + "\n";
-  }
-  return out;
-}
-
-/// main(argv: n vec files...): reads each input file, runs the kernel over the grid, writes each
-/// result file.
-std::string hostMain(int ni, int no) {
-  std::string s = "int main(int argc, char** argv) {\n  long long n = atoll(argv[1]); int vec = atoi(argv[2]);\n"
-                  "  std::vector<std::vector<uint4>> buf(" + std::to_string(ni + no) + ");\n"
-                  "  for (int k = 0; k < " + std::to_string(ni + no) + "; ++k) {\n"
-                  "    buf[k].assign(size_t(n) / 2 + 8, uint4{0, 0, 0, 0});\n"
-                  "    if (k < " + std::to_string(ni) + ") { FILE* f = fopen(argv[3 + k], \"rb\"); "
-                  "if (!f || fread(buf[k].data(), 1, buf[k].size() * 16, f) == 0) return 2; fclose(f); }\n  }\n"
-                  "  gridDim.x = 3; blockDim.x = 256;\n"
-                  "  for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x)\n"
-                  "    for (threadIdx.x = 0; threadIdx.x < blockDim.x; ++threadIdx.x)\n      hgp_fused(";
-  for (int k = 0; k < ni + no; ++k) s += "buf[" + std::to_string(k) + "].data(), ";
-  s += "n, vec);\n  for (int k = " + std::to_string(ni) + "; k < " + std::to_string(ni + no) +
-       "; ++k) { FILE* f = fopen(argv[3 + k], \"wb\"); if (!f) return 3; "
-       "fwrite(buf[k].data(), 1, buf[k].size() * 16, f); fclose(f); }\n  return 0;\n}\n";
-  return s;
-}
-
-std::vector<uint8_t> readTensorBytes(Backend& b, const Plan& p, int t) {
-  std::vector<uint8_t> bytes(size_t(p.tensors[size_t(t)].bytes()));
-  EXPECT_TRUE(b.read(t, bytes.data()).isOk());
-  return bytes;
-}
+// ---- The generated kernel, emulated on the host (FusedKernelEmulator.h) -----------------------
 
 TEST(FusedKernelCodegen, GeneratedKernelEmulatedOnTheHostMatchesTheCpu) {
-  if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no host C++ compiler";
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("hgp-fused-emu-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  if (!haveHostCompiler()) GTEST_SKIP() << "no host C++ compiler";
+  KernelEmulator emu;
   for (DType d : {DType::F32, DType::BF16, DType::F16})
     for (Shape shape : {Shape{2, 3, 5, 7}, Shape{4, 8, 16}}) {
       SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(shape));
@@ -281,47 +206,11 @@ TEST(FusedKernelCodegen, GeneratedKernelEmulatedOnTheHostMatchesTheCpu) {
       ASSERT_TRUE(fuse(g).isOk());
       auto e = emitStep(g, bindings);
       ASSERT_TRUE(e);
-      const PlanStep* step = nullptr;
-      for (const PlanStep& s : e->plan.programs[0].steps)
-        if (s.op == OpKind::FusedElementwise) step = &s;
-      ASSERT_NE(step, nullptr);
-      auto p = parseFusedProgram(step->attrs, int(step->inputs.size()));
-      ASSERT_TRUE(p.hasValue());
-      std::vector<DType> in;
-      for (int t : step->inputs) in.push_back(e->plan.tensors[size_t(t)].type.dtype);
-      auto src = fusedKernelSource(*p, in, 90);
-      ASSERT_TRUE(src.hasValue()) << src.status().toString();
-      std::ofstream(dir / "k.cpp") << kHostShim << hostSource(*src)
-                                   << hostMain(int(step->inputs.size()), int(step->outputs.size()));
-      std::string cc = "c++ -std=c++20 -O1 -I" + std::string(HGP_SOURCE_DIR) + " " +
-                       (dir / "k.cpp").string() + " -o " + (dir / "k").string() + " 2>&1";
-      ASSERT_EQ(std::system(cc.c_str()), 0) << cc;
       // The CPU runs the fused plan; its step's operands and results are the reference.
       auto cpu = createCpuBackend();
-      auto outs = runStep(*cpu, *e, 3);
-      ASSERT_FALSE(outs.empty());
-      int64_t n = numElements(shape);
-      for (int vec : {0, 1}) {
-        std::string cmd = (dir / "k").string() + " " + std::to_string(n) + " " + std::to_string(vec);
-        for (size_t k = 0; k < step->inputs.size(); ++k) {
-          std::vector<uint8_t> b = readTensorBytes(*cpu, e->plan, step->inputs[k]);
-          std::string f = (dir / ("in" + std::to_string(k))).string();
-          std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-          cmd += " " + f;
-        }
-        for (size_t r = 0; r < step->outputs.size(); ++r) cmd += " " + (dir / ("out" + std::to_string(r))).string();
-        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-        for (size_t r = 0; r < step->outputs.size(); ++r) {
-          std::vector<uint8_t> want = readTensorBytes(*cpu, e->plan, step->outputs[r]);
-          std::ifstream f(dir / ("out" + std::to_string(r)), std::ios::binary);
-          std::vector<uint8_t> got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-          ASSERT_GE(got.size(), want.size());
-          got.resize(want.size());
-          EXPECT_TRUE(got == want) << "result " << r << " differs (vec " << vec << ")";
-        }
-      }
+      ASSERT_FALSE(runStep(*cpu, *e, 3).empty());
+      EXPECT_EQ(emu.checkSteps(*e, *cpu), 1);
     }
-  std::filesystem::remove_all(dir);
 }
 
 } // namespace

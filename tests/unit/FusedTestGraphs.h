@@ -75,6 +75,41 @@ inline std::map<std::string, std::string> buildChain(Graph& g, DType d, const Sh
   return {{"out.0", y->name()}, {"out.1", x->name()}, {"out.2", k->name()}, {"out.3", k2->name()}};
 }
 
+inline AttrMap dropout(double ratio, int64_t seed, int64_t key) {
+  AttrMap a;
+  a.setFloat("ratio", ratio);
+  a.setInt("seed", seed);
+  a.setInt("key", key);
+  return a;
+}
+
+/// A classifier's dropout chains in dtype `d`, over inputs a, b (f32, cast to d) and the i64
+/// scalar input "iter": the forward epilogue y = Relu(A), "out.0" = Dropout(y, iter); the backward
+/// "out.1" = ReluBwd(DropoutBwd(B, iter), y) (the same site: the same mask); "out.2" = Dropout of
+/// A + y at another site (ratio 0.3, another key); "out.3" = Dropout(y, iter) with ratio 0 (a
+/// copy). The fuse-elementwise pass makes two FusedElementwise steps, forward and backward, that
+/// hold all four dropouts.
+inline std::map<std::string, std::string> buildDropoutChain(Graph& g, DType d, const Shape& shape) {
+  TensorType t{DType::F32, shape};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Value* iter = *g.addGraphValue("iter", TensorRole::Input, {DType::I64, {}});
+  Value *A = cast(g, a, d), *B = cast(g, b, d);
+  Value* y = node(g, OpKind::Relu, {A});
+  Value* z = node(g, OpKind::Dropout, {y, iter}, dropout(0.5, 1234, 7));
+  Value* dx = node(g, OpKind::ReluBwd, {node(g, OpKind::DropoutBwd, {B, iter}, dropout(0.5, 1234, 7)), y});
+  Value* w = node(g, OpKind::Dropout, {node(g, OpKind::Add, {A, y}), iter}, dropout(0.3, 1234, 11));
+  Value* q = node(g, OpKind::Dropout, {y, iter}, dropout(0.0, 1234, 13));
+  std::map<std::string, std::string> out;
+  int k = 0;
+  for (Value* v : {z, dx, w, q}) {
+    Value* r = cast(g, v, DType::F32);
+    g.addOutput(r);
+    out["out." + std::to_string(k++)] = r->name();
+  }
+  return out;
+}
+
 inline int countOps(const Graph& g, OpKind op) {
   int n = 0;
   for (const Node* x : g.nodes()) n += x->op() == op;
@@ -110,17 +145,21 @@ inline std::vector<float> feed(const std::string& name, int64_t n, uint64_t seed
   return v;
 }
 
-/// Runs program "step" of `e` on backend `b` once after feeding a, b, c; the bytes of every
-/// binding "out.k".
+/// Runs program "step" of `e` on backend `b` once after feeding a, b, c (those the plan has) and
+/// the i64 "iter" (when it has one) with `iter`; the bytes of every binding "out.k".
 inline std::map<std::string, std::vector<uint8_t>> runStep(Backend& be, const EmittedPlan& e,
-                                                           uint64_t seed) {
+                                                           uint64_t seed, int64_t iter = 0) {
   std::map<std::string, std::vector<uint8_t>> out;
   const Plan& p = e.plan;
   Status st = be.load(p, InitData{e.data, {}});
   EXPECT_TRUE(st.isOk()) << st.toString();
   if (!st) return out;
+  if (int t = p.findTensor("iter"); t >= 0) {
+    EXPECT_TRUE(be.write(t, &iter).isOk());
+  }
   for (const char* name : {"a", "b", "c"}) {
     int t = p.findTensor(name);
+    if (t < 0) continue;
     std::vector<float> v = feed(name, p.tensors[size_t(t)].type.numElements(), seed);
     EXPECT_TRUE(be.write(t, v.data()).isOk());
   }

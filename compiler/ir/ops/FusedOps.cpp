@@ -1,6 +1,8 @@
-// Shape rule for FusedElementwise (runtime/plan/FusedProgram.h): every input and result has one
-// shape; the program must read only defined values with the dtypes its ops require, and each
-// result's dtype is the dtype of the value it writes.
+// Shape rule for FusedElementwise (runtime/plan/FusedProgram.h): every float input and every
+// result has one shape; an i64 input is a dropout's iteration counter and must be a scalar (shape
+// []); the program must read only defined values with the dtypes its ops require (checkFusedTypes
+// also refuses an i64 input that is not a counter), and each result's dtype is the dtype of the
+// value it writes.
 #include "compiler/ir/OpInfo.h"
 #include "runtime/plan/FusedProgram.h"
 
@@ -9,16 +11,26 @@ namespace hgp {
 Status inferFusedElementwise(InferContext& ctx) {
   HGP_ASSIGN_OR_RETURN(FusedProgram p, parseFusedProgram(ctx.attrs, int(ctx.numInputs())));
   std::vector<DType> in;
-  const Shape& shape = ctx.in(0).shape;
+  const Shape* shape = nullptr;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    if (ctx.in(i).shape != shape)
+    const TensorType& t = ctx.in(i);
+    in.push_back(t.dtype);
+    if (t.dtype == DType::I64) {
+      if (!t.shape.empty())
+        return ctx.fail("FusedElementwise counter operand " + std::to_string(i) + " has shape " +
+                        shapeToString(t.shape) + ", not []");
+      continue;
+    }
+    if (!shape) shape = &t.shape;
+    if (t.shape != *shape)
       return ctx.fail("FusedElementwise operand " + std::to_string(i) + " has shape " +
-                      shapeToString(ctx.in(i).shape) + ", not " + shapeToString(shape));
-    in.push_back(ctx.in(i).dtype);
+                      shapeToString(t.shape) + ", not " + shapeToString(*shape));
   }
+  if (!shape) return ctx.fail("FusedElementwise has no element-wise operand");
   HGP_ASSIGN_OR_RETURN(std::vector<DType> types, checkFusedTypes(p, in));
+  Shape out = *shape;
   ctx.outputs.clear();
-  for (int r : p.results) ctx.outputs.push_back({types[size_t(r)], shape});
+  for (int r : p.results) ctx.outputs.push_back({types[size_t(r)], out});
   return Status::ok();
 }
 
