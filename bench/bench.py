@@ -21,7 +21,8 @@ channels_last variants, to show what the layout is worth to PyTorch's kernels.
 
 --warm-compile-gpu G compiles every torch.compile case first in background processes on GPU G
 (pinned to the CPUs the timing does not use), while this process times hgpc and the other
-PyTorch variants on GPU 0. Inductor's caches then make the timed torch.compile a cache hit, so
+PyTorch variants on GPU 0; with --warm-first (one GPU: G = 0) the warm-up finishes before any
+timing starts. Inductor's caches then make the timed torch.compile a cache hit, so
 ten cases fit one device call. Only the warm-up runs on GPU G; every timing runs on GPU 0.
 
 --single-stream, --unfused and --nchw also time hgpc's plan on one stream, compiled with --no-fuse
@@ -394,6 +395,9 @@ def main():
     ap.add_argument("--warm-compile-gpu", type=int, default=None,
                     help="warm torch.compile's caches on this GPU in the background first")
     ap.add_argument("--warm-compile-jobs", type=int, default=3)
+    ap.add_argument("--warm-first", action="store_true",
+                    help="finish the torch.compile warm-up before timing anything (for one GPU: "
+                         "--warm-compile-gpu 0 then shares no timed run)")
     ap.add_argument("--precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"],
                     help="hgpc compile --precision, and PyTorch's matching mode (AMP autocast "
                          "with channels_last for bf16/fp16)")
@@ -415,6 +419,14 @@ def main():
     compiled = [spec for spec in args.cases.split(",") if "compile" in modes
                 and (not args.compile_cases or spec in args.compile_cases.split(","))]
     warmers = CompileWarmers(compiled, args) if args.warm_compile_gpu is not None else None
+    warm_errors = {}
+    if warmers is not None and args.warm_first:
+        t0 = time.time()
+        for spec, p in warmers.wait():
+            if p.returncode != 0:
+                warm_errors[spec] = p.stderr[-300:]
+        print("torch.compile warm-up: %.0f s" % (time.time() - t0), flush=True)
+        warmers = None  # every compile below is then timed in case order, from the warm caches
     for spec in args.cases.split(","):
         name, batch = spec.split(":")
         batch = int(batch)
@@ -468,6 +480,8 @@ def main():
                     r["layout_gain"] = r["hgpc_nchw"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
                 r["hgpc_nchw_error"] = str(e)
+        if spec in warm_errors:
+            r["torch_compile_warm_error"] = warm_errors[spec]
         for mode in modes:
             if mode == "compile" and (spec not in compiled or warmers is not None):
                 continue  # timed after the warm-up, below
