@@ -44,6 +44,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -388,6 +389,10 @@ def main():
     ap.add_argument("--cudnn-fusion", action="store_true",
                     help="also time hgpc's plan run with --no-cudnn-fusion (every convolution "
                          "epilogue by hgpc's kernel), for what cuDNN's fused graphs win")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
+                    help="also time hgpc compiled with these extra hgpc compile arguments (e.g. "
+                         "no-sum-fold=--disable-pass,fuse-gradient-sums: commas split ARGS); the table gets LABEL's "
+                         "time and gain (its time over the default plan's). Repeatable.")
     ap.add_argument("--unfused", action="store_true",
                     help="also time hgpc's plan compiled with --no-fuse, for the fusion gain")
     ap.add_argument("--profile", action="store_true",
@@ -471,6 +476,17 @@ def main():
                     r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
             except Exception as e:  # noqa: BLE001
                 r["hgpc_no_cudnn_fusion_error"] = str(e)
+        for variant in args.variant:
+            label, _, extra = variant.partition("=")
+            try:
+                r["hgpc_" + label] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                               extra=("--precision", args.precision, "--layout",
+                                                      args.layout, *shlex.split(extra.replace(",", " "))),
+                                               tag="-" + label)
+                if "hgpc" in r:
+                    r[label + "_gain"] = r["hgpc_" + label]["ms"] / r["hgpc"]["ms"]
+            except Exception as e:  # noqa: BLE001
+                r["hgpc_%s_error" % label] = str(e)
         if args.nchw:
             try:
                 r["hgpc_nchw"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
@@ -512,6 +528,9 @@ def main():
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
     single += ["hgpc nchw ms", "layout gain"] if args.nchw else []
+    for variant in args.variant:
+        label = variant.partition("=")[0]
+        single += ["hgpc %s ms" % label, "%s gain" % label]
     single += ["epilogues in cuDNN graphs", "hgpc no-cuDNN-fusion ms", "cuDNN fusion gain"] \
         if args.cudnn_fusion else []
     lines = ["| case | hgpc ms | hgpc img/s | " + " | ".join(single + ["torch %s ms" % m for m in args.torch_modes.split(",")])
@@ -534,6 +553,11 @@ def main():
             h1 = r.get("hgpc_nchw")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["layout_gain"] if "layout_gain" in r else "")
+        for variant in args.variant:
+            label = variant.partition("=")[0]
+            h1 = r.get("hgpc_" + label)
+            cells.append("%.3f" % h1["ms"] if h1 else "error")
+            cells.append("%.3f" % r[label + "_gain"] if label + "_gain" in r else "")
         if args.cudnn_fusion:
             cells.append("%d of %d" % (h["cudnn_fused"], h["epilogues"]) if h else "")
             h1 = r.get("hgpc_no_cudnn_fusion")

@@ -15,8 +15,8 @@
 //               => (dX, ...) = BatchNormBwd{activation="relu"}(dZ, X, scale, mean, var, Z)
 //             and when G has other readers (a residual block's shortcut gradient):
 //               => (dX, ..., G) = BatchNormBwd{activation="relu"}(dZ, X, scale, mean, var, Z)
-//             D = Sum(A, B); (dX, ...) = BatchNormBwd(D, ...)  (plain or fused as above)
-//               => (dX, ...) = BatchNormBwd{dy_parts=2}(A, ..., B)
+//
+// The gradient Sum a BatchNormBwd reads can be folded into it as well: fuse-gradient-sums.
 //
 // Legality. The forward intermediates (Y, A) must have no other reader and must not be a graph
 // output or carried: they disappear. The fused op takes the BatchNorm's place in the order, so
@@ -37,22 +37,10 @@
 // fused 4 (dZ, Z, X read, G written) + 3 (G, X read, dX written) = 7, and one launch less.
 // Without other readers the fused op writes no G and its dX pass reads dZ, Z and X: also 7.
 //
-// The gradient Sum. At a residual block's input the gradient of the previous block's output Z
-// is Sum(ConvBwdData of the block's first convolution, the shortcut's gradient), and its only
-// reader is that block end's BatchNormBwd (fused with its ReluBwd as above). A Sum of exactly two
-// operands of its own type whose result has no other reader and does not escape is folded: the
-// BatchNormBwd reads both addends where it read dY (sums pass and dX pass; a dX pass that reads
-// G needs neither) and adds them in float, rounding once to dY's dtype, as the Sum stored them.
-// Per element, in activations moved: at a block end (G written) the Sum's 3 and the fused
-// op's 7 become 8 (A, B, Z, X read and G written; G, X read and dX written); without G, 3 + 7
-// become 9 (A, B, Z and X twice, dX once); a plain BatchNormBwd's 3 + 5 become 7. One launch
-// less each time. The folding runs after the ReluBwd fusions, which leave dY = dZ.
-//
 // Rounding. The fused ops compute the unfused chain's values exactly (bit-identical on the CPU
 // in f32, bf16 and f16): relu is exact, so relu(round(v)) == round(relu(v)); with a residual the
 // BatchNorm result is rounded to Y's dtype before the add, as storing Y rounded it; the Relu
-// mask on the gradient is exact; the folded Sum rounds its float sum once, where the Sum stored
-// it. On the GPU the same holds up to the BatchNorm kernels' own
+// mask on the gradient is exact. On the GPU the same holds up to the BatchNorm kernels' own
 // tolerance against the CPU.
 //
 // Runs after autodiff (the fused ops have no gradient rules); `hgpc compile/plan --no-fuse`
@@ -91,10 +79,6 @@ public:
       else if (n->op() == OpKind::ReluBwd)
         HGP_TRY(fuseBackward(n));
     }
-    // After the ReluBwd fusions, so that a fused BatchNormBwd's dY (the Relu's incoming
-    // gradient dZ) is what a Sum is folded into.
-    for (Node* n : std::vector<Node*>(g_.nodes()))
-      if (alive(n) && n->op() == OpKind::BatchNormBwd) HGP_TRY(foldSum(n));
     return Status::ok();
   }
 
@@ -191,37 +175,6 @@ private:
     if (shared) HGP_TRY(takeOverValues(g_, ctx_, {{g, (*fused)->output(3)}}, {reluBwd}));
     else HGP_TRY(g_.eraseNode(reluBwd));
     ++ctx_.stats[shared ? "fuse-batch-norm.bwd-relu-shared" : "fuse-batch-norm.bwd-relu"];
-    return Status::ok();
-  }
-
-  /// Folds a gradient Sum into the BatchNormBwd that is its only reader, as its dY: the op then
-  /// takes both addends (dy_parts=2, dY2 last) and adds them as the Sum did. The BatchNormBwd
-  /// keeps its place; the Sum, and therefore both addends, came before it.
-  Status foldSum(Node* bwd) {
-    if (bwd->attrs().getInt("dy_parts", 1) != 1) return Status::ok();
-    Value* dy = bwd->input(0);
-    Node* sum = dy->producer();
-    if (!sum || sum->op() != OpKind::Sum || sum->numInputs() != 2 || sum->numOutputs() != 1)
-      return Status::ok();
-    if (soleUser(g_, dy) != bwd) return Status::ok();
-    for (size_t i = 1; i < bwd->numInputs(); ++i)
-      if (bwd->input(i) == dy) return Status::ok();
-    Value *a = sum->input(0), *b = sum->input(1);
-    if (a->type() != dy->type() || b->type() != dy->type()) return Status::ok();
-    std::vector<Value*> inputs = bwd->inputs();
-    inputs[0] = a;
-    inputs.push_back(b);
-    AttrMap attrs = bwd->attrs();
-    attrs.setInt("dy_parts", 2);
-    g_.setInsertionPoint(bwd);
-    auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bwd->name(), bwd->numOutputs());
-    g_.setInsertionPoint(nullptr);
-    if (!fused) return fused.status();
-    std::vector<std::pair<Value*, Value*>> take;
-    for (size_t i = 0; i < bwd->numOutputs(); ++i) take.push_back({bwd->output(i), (*fused)->output(i)});
-    HGP_TRY(takeOverValues(g_, ctx_, take, {bwd}));
-    HGP_TRY(g_.eraseNode(sum));
-    ++ctx_.stats["fuse-batch-norm.bwd-sum"];
     return Status::ok();
   }
 

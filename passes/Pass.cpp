@@ -39,7 +39,7 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
 std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
 std::vector<std::string> trainPipeline() {
   return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "fuse-batch-norm",
-          "fuse-conv-epilogue", "all-reduce-gradients",
+          "fuse-gradient-sums", "fuse-conv-epilogue", "all-reduce-gradients",
           "add-optimizer"};
 }
 std::vector<std::string> evalPipeline() {

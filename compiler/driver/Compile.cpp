@@ -72,6 +72,16 @@ std::vector<std::string> withLayout(std::vector<std::string> pipeline, bool nhwc
   return pipeline;
 }
 
+/// The pipeline without the passes --disable-pass names.
+Expected<std::vector<std::string>> withoutDisabled(std::vector<std::string> pipeline,
+                                                  const std::vector<std::string>& disabled) {
+  for (const std::string& name : disabled) {
+    if (!lookupPass(name)) return Status(ErrorCode::Usage, "--disable-pass: no pass named '" + name + "'");
+    std::erase(pipeline, name);
+  }
+  return pipeline;
+}
+
 /// The pipeline with fuse-elementwise and fuse-casts appended (they run after autodiff and the
 /// optimizer, and after fuse-batch-norm: on whatever elementwise chains remain, then on the
 /// parameter casts), or, with --no-fuse, the pipeline without any fuse-* pass.
@@ -154,16 +164,21 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? withFusion(withLayout(withPrecision(trainPipeline(), low, true), nhwc), o.fuse)
-                                           : o.passes,
-                        c.ctx));
+    HGP_ASSIGN_OR_RETURN(
+        std::vector<std::string> trainPasses,
+        withoutDisabled(withFusion(withLayout(withPrecision(trainPipeline(), low, true), nhwc), o.fuse),
+                        o.disabledPasses));
+    HGP_ASSIGN_OR_RETURN(
+        std::vector<std::string> evalPasses,
+        withoutDisabled(withFusion(withLayout(withPrecision(evalPipeline(), low, false), nhwc), o.fuse),
+                        o.disabledPasses));
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? trainPasses : o.passes, c.ctx));
     PassContext evalCtx;
     evalCtx.train = o.train;
     evalCtx.precision = low;
     evalCtx.printAfterAll = o.printAfterAll;
     evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, withFusion(withLayout(withPrecision(evalPipeline(), low, false), nhwc), o.fuse),
-                                 evalCtx));
+    HGP_TRY(runPipeline(*c.eval, evalPasses, evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
     programs.push_back({"train", c.train.get(),

@@ -28,6 +28,9 @@ struct CompileOptions {
   TrainOptions train;
   /// Replaces the train pipeline's pass list when non-empty (--passes).
   std::vector<std::string> passes;
+  /// Passes left out of the standard train and eval pipelines (--disable-pass NAME), to measure
+  /// what one pass is worth; each must name a registered pass.
+  std::vector<std::string> disabledPasses;
   bool printAfterAll = false;
   std::ostream* log = nullptr;
   /// --weights reference: read initial weights from the model file at start instead of

@@ -105,6 +105,11 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "--no-fuse", [&o](int64_t) { o.fuse = false; },
       "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
       "kernels of their own");
+  cmd->add_option("--disable-pass", o.disabledPasses,
+                  "leave this pass out of the train and eval pipelines (repeatable; to measure "
+                  "what one pass is worth, e.g. fuse-gradient-sums)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--layout", o.layout,
                   "activation layout around the convolutions: auto (default: nhwc for bf16 and "
                   "fp16, nchw otherwise), nchw or nhwc (docs/layout.md)")

@@ -120,12 +120,12 @@ std::optional<EmittedPlan> planOf(const std::string& what, const Shape& x, const
   if (fuse) {
     // The pass keeps the names of the values it replaces, so the bindings stay valid.
     PassContext ctx;
-    Status st = runPipeline(g, {"fuse-batch-norm"}, ctx);
+    Status st = runPipeline(g, {"fuse-batch-norm", "fuse-gradient-sums"}, ctx);
     EXPECT_TRUE(st.isOk()) << st.toString();
     int64_t fused = 0;
-    for (const auto& [k, v] : ctx.stats) fused += k.rfind("fuse-batch-norm.", 0) == 0 ? v : 0;
+    for (const auto& [k, v] : ctx.stats) fused += k.rfind("fuse-", 0) == 0 ? v : 0;
     EXPECT_GT(fused, 0) << "nothing was fused:\n" << printGraph(g);
-    if (foldedSums) *foldedSums = ctx.stats["fuse-batch-norm.bwd-sum"];
+    if (foldedSums) *foldedSums = ctx.stats["fuse-gradient-sums.bwd-sum"];
   }
   return emit(g, bindings, low == DType::F32 ? "fp32" : low == DType::BF16 ? "bf16" : "fp16");
 }

@@ -116,7 +116,7 @@ Prepared prepare(const Builder& body, DType precision, bool fuse, Shape x = {4, 
     p.bindings["out." + std::to_string(k)] = outs[k]->name();
   }
   std::vector<std::string> passes = {"autodiff"};
-  if (fuse) passes.push_back("fuse-batch-norm");
+  if (fuse) passes.insert(passes.end(), {"fuse-batch-norm", "fuse-gradient-sums"});
   Status st = runPipeline(g, passes, p.ctx);
   EXPECT_TRUE(st.isOk()) << st.toString() << "\n" << printGraph(g);
   for (auto& [v, grad] : p.ctx.paramGrads) {
@@ -359,7 +359,7 @@ TEST(FuseBatchNorm, FoldsTheGradientSumAtABlockInput) {
   const Graph& g = *p.g;
   EXPECT_EQ(sumsIntoBatchNormBwd(g), 0u) << printGraph(g);
   EXPECT_EQ(count(g, OpKind::Sum), count(*plain.g, OpKind::Sum) - 1) << printGraph(g);
-  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+  EXPECT_EQ(p.ctx.stats["fuse-gradient-sums.bwd-sum"], 1);
   std::vector<const Node*> bwds;
   for (const Node* n : g.nodes())
     if (n->op() == OpKind::BatchNormBwd) bwds.push_back(n);
@@ -395,7 +395,7 @@ TEST(FuseBatchNorm, FoldsTheGradientSumIntoAPlainBatchNormBwd) {
   EXPECT_EQ(bwd->attrs().getInt("dy_parts", 1), 2);
   EXPECT_EQ(bwd->numInputs(), 6u) << printGraph(*p.g);
   EXPECT_EQ(sumsIntoBatchNormBwd(*p.g), 0u);
-  EXPECT_EQ(p.ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+  EXPECT_EQ(p.ctx.stats["fuse-gradient-sums.bwd-sum"], 1);
 }
 
 /// A hand-built backward fragment: D = Sum(parts), (dX, dscale, dbias) = BatchNormBwd(D, X, ...),
@@ -416,7 +416,7 @@ std::unique_ptr<Graph> sumIntoBwd(size_t parts, bool dOutput, bool dRead, PassCo
   for (size_t i = 0; i < 3; ++i) g->addOutput((*bwd)->output(i));
   if (dOutput) g->addOutput(d);
   if (dRead) g->addOutput(op1(*g, OpKind::Neg, {d}));
-  Status st = runPipeline(*g, {"fuse-batch-norm"}, ctx);
+  Status st = runPipeline(*g, {"fuse-batch-norm", "fuse-gradient-sums"}, ctx);
   EXPECT_TRUE(st.isOk()) << st.toString();
   return g;
 }
@@ -426,7 +426,7 @@ TEST(FuseBatchNorm, LeavesASumWithAnotherReaderOrOfThreeOperands) {
     PassContext ctx;
     auto g = sumIntoBwd(2, false, false, ctx);
     EXPECT_EQ(count(*g, OpKind::Sum), 0u) << "the control case folds";
-    EXPECT_EQ(ctx.stats["fuse-batch-norm.bwd-sum"], 1);
+    EXPECT_EQ(ctx.stats["fuse-gradient-sums.bwd-sum"], 1);
   }
   for (auto [parts, out, read] : {std::tuple{2u, false, true}, std::tuple{2u, true, false},
                                   std::tuple{3u, false, false}}) {
@@ -435,7 +435,7 @@ TEST(FuseBatchNorm, LeavesASumWithAnotherReaderOrOfThreeOperands) {
     auto g = sumIntoBwd(parts, out, read, ctx);
     EXPECT_EQ(count(*g, OpKind::Sum), 1u) << printGraph(*g);
     EXPECT_EQ(find(*g, OpKind::BatchNormBwd)->numInputs(), 5u);
-    EXPECT_EQ(ctx.stats["fuse-batch-norm.bwd-sum"], 0);
+    EXPECT_EQ(ctx.stats["fuse-gradient-sums.bwd-sum"], 0);
   }
 }
 
@@ -446,11 +446,12 @@ TEST(FuseBatchNorm, NoFuseLeavesEveryFusionPassOut) {
   EXPECT_NE(std::find(eval.begin(), eval.end(), "fuse-batch-norm"), eval.end());
   for (const std::string& pass : train) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
   for (const std::string& pass : withoutFusion(eval)) EXPECT_NE(pass.rfind("fuse-", 0), 0u) << pass;
-  EXPECT_EQ(train.size() + 2, full.size()); // fuse-batch-norm and fuse-conv-epilogue
+  EXPECT_EQ(train.size() + 3, full.size()); // fuse-batch-norm, -gradient-sums, -conv-epilogue
   // The passes must follow autodiff: the fused ops have no gradient rules.
   auto at = [&](const char* name) { return std::find(full.begin(), full.end(), name) - full.begin(); };
   EXPECT_LT(at("autodiff"), at("fuse-batch-norm"));
   EXPECT_LT(at("autodiff"), at("fuse-conv-epilogue"));
+  EXPECT_LT(at("fuse-batch-norm"), at("fuse-gradient-sums"));
 }
 
 TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
@@ -547,7 +548,7 @@ void expectFusedMatchesUnfused(const std::string& what, const Builder& body, Sha
     Prepared fused = prepare(body, precision, true, x), plain = prepare(body, precision, false, x);
     int64_t fusions = 0;
     for (const auto& [k, v] : fused.ctx.stats)
-      if (k.rfind("fuse-batch-norm.", 0) == 0) fusions += v;
+      if (k.rfind("fuse-", 0) == 0) fusions += v;
     EXPECT_GT(fusions, 0) << printGraph(*fused.g);
     if (precision != DType::F32) {
       bool half = false;
