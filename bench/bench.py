@@ -58,6 +58,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from models import CASES, make  # noqa: E402
 
 
+HOLD_BATCH = True  # hgpc steps on one batch held on the device (--input-pipeline: off)
+
 # The plain plan the scheduling passes are measured against: one stream, no splits, no pipeline.
 SINGLE_STREAM = ("--max-streams", "1", "--no-split", "--no-pipeline")
 
@@ -255,8 +257,11 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
     if p.returncode != 0:
         raise RuntimeError("hgpc compile: " + p.stderr.strip()[-600:])
     metrics = exe + ".jsonl"
+    # --hold-batch: the step without the input pipeline, as PyTorch's loop below times it (its
+    # batch is a device tensor); HOLD_BATCH is off with --input-pipeline.
     p = subprocess.run([exe, "--data", "synthetic", "--steps", str(steps), "--device", "cuda",
                         "--metrics", metrics, "--progress", "none", "--verbose", *run_extra]
+                       + (["--hold-batch"] if HOLD_BATCH else [])
                        + (["--op-times", op_times] if op_times else [])
                        + (["--profile", records] if records else []),
                        capture_output=True, text=True)
@@ -406,10 +411,14 @@ def main():
     ap.add_argument("--precision", default="tf32", choices=["fp32", "tf32", "bf16", "fp16"],
                     help="hgpc compile --precision, and PyTorch's matching mode (AMP autocast "
                          "with channels_last for bf16/fp16)")
+    ap.add_argument("--input-pipeline", action="store_true",
+                    help="time hgpc with its input pipeline (each step's batch loaded, staged "
+                         "and copied to the device) instead of --hold-batch")
     ap.add_argument("--warm-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    global PRECISION
+    global PRECISION, HOLD_BATCH
     PRECISION = args.precision
+    HOLD_BATCH = not args.input_pipeline
     if args.warm_only:
         name, batch = args.warm_only.split(":")
         torch_step_ms(name, int(batch), "compile", iters=2, reps=1)

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_flag("--deterministic", o.deterministic,
                "only deterministic GPU algorithms: two runs give bit-identical weights");
   app.add_flag("--eager", o.eager, "GPU: execute op by op instead of replaying a CUDA graph");
+  app.add_flag("--hold-batch", o.holdBatch,
+               "benchmarks: train every step on the first batch, uploaded once (the step "
+               "without the input pipeline)");
   app.add_flag("--no-cudnn-fusion", o.noCudnnFusion,
                "GPU: never run a convolution and its epilogue as one cuDNN fused graph");
   app.add_flag("--verbose", o.verbose, "say what the backend chose");

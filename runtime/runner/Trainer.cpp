@@ -170,14 +170,25 @@ public:
     std::unique_ptr<Batch> b, ahead;
     for (int64_t done = 0; done < total; ++done) {
       Status st;
-      if (ahead) {
+      if (opt_.holdBatch && b) {
+        // --hold-batch: both input slots already hold the first batch (written, then
+        // prefetched, below); a backend without slots gets it written again.
+        if (!backend_->supportsPrefetch()) {
+          st = backend_->write(input, b->images.data());
+          if (st) st = backend_->write(labels, b->labels.data());
+        }
+      } else if (ahead) {
         b = std::move(ahead);
       } else {
         b = loader.next();
         st = backend_->write(input, b->images.data());
         if (st) st = backend_->write(labels, b->labels.data());
       }
-      if (st && backend_->supportsPrefetch() && done + 1 < total && b->index + 1 < perEpoch) {
+      if (st && opt_.holdBatch && backend_->supportsPrefetch() && done == 0) {
+        st = backend_->prefetch(input, b->images.data());
+        if (st) st = backend_->prefetch(labels, b->labels.data());
+      } else if (st && !opt_.holdBatch && backend_->supportsPrefetch() && done + 1 < total &&
+                 b->index + 1 < perEpoch) {
         ahead = loader.next();
         st = backend_->prefetch(input, ahead->images.data());
         if (st) st = backend_->prefetch(labels, ahead->labels.data());
@@ -186,7 +197,7 @@ public:
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
       if (watchdog_) watchdog_->beat();
       int64_t batchEpoch = b->epoch, batchIndex = b->index;
-      loader.recycle(std::move(b));
+      if (!opt_.holdBatch) loader.recycle(std::move(b));
       ++pos_.step;
       windowEpochs_.push_back(batchEpoch);
       pos_.epoch = batchEpoch;

@@ -29,6 +29,9 @@ struct RunOptions {
   bool deterministic = false;   ///< Only deterministic GPU algorithms.
   bool eager = false;           ///< GPU: run op by op, no CUDA graphs (for comparison).
   bool noCudnnFusion = false;   ///< GPU: no cuDNN conv+bias+relu graphs (for comparison).
+  /// Benchmarks: every step trains on the first batch, uploaded once, so the step is timed
+  /// without the input pipeline (as PyTorch's benchmark loop times it, from device tensors).
+  bool holdBatch = false;
   bool verbose = false;
   std::string opTimes;          ///< GPU: per-launch times of one step to this file.
   std::string profile;          ///< GPU: CUPTI records of one step to this file.

@@ -43,6 +43,25 @@ class RunnerTest(HgpcTestCase):
         self.assertTrue(filecmp.cmp(self.path("a.onnx"), self.path("b.onnx"), shallow=False),
                         "3+3 steps with a resume differ from 6 steps")
 
+    def test_hold_batch_trains_every_step_on_the_first_batch(self):
+        # --hold-batch (benchmarks) uploads the first batch once: the first step sees what a
+        # normal run's first step sees, and every later step the same batch again, so plain SGD
+        # lowers that batch's loss step after step (a normal run's losses jump between batches).
+        exe = self.compile(args=["--batch", "8", "--optimizer", "sgd", "--lr", "0.01",
+                                 "--momentum", "0"])
+        losses = {}
+        for name, extra in (("held", ["--hold-batch"]), ("plain", [])):
+            metrics = self.path(name + ".jsonl")
+            code, _, err = run([exe, "--data", "synthetic:64", "--steps", "8", "--metrics", metrics,
+                                "--progress", "none", *extra])
+            self.assertEqual(code, 0, err)
+            losses[name] = [r["loss"] for r in read_jsonl(metrics) if "eval" not in r]
+        held, plain = losses["held"], losses["plain"]
+        self.assertEqual(len(held), 8)
+        self.assertEqual(held[0], plain[0])
+        self.assertTrue(all(b < a for a, b in zip(held, held[1:])), held)
+        self.assertNotEqual(held[1:], plain[1:])
+
     def test_resume_rejects_another_plan(self):
         exe = self.compile(args=["--batch", "8"])
         other = self.compile(out="other", args=["--batch", "8", "--lr", "0.5"])
