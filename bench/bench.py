@@ -248,8 +248,11 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
         how = "cached"
     exe = os.path.join(work, "%s-b%d%s" % (name, batch, tag))
     t0 = time.time()
+    # Metrics every `every` steps; the first two windows (tuning, capture) are dropped below, so
+    # there must be at least four.
+    every = max(1, min(16, steps // 4))
     train_opts = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--weight-decay", "5e-4",
-                  "--metrics-every", "16"]
+                  "--metrics-every", str(every)]
     p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch), *train_opts,
                         *extra],
                        capture_output=True, text=True)
@@ -285,7 +288,9 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
             continue
         if not windows or windows[-1] != r["images_per_s"]:
             windows.append(r["images_per_s"])
-    steady = windows[2:] or windows
+    if len(windows) < 3:
+        raise RuntimeError("%d metrics windows: too few steps to leave out the warm-up" % len(windows))
+    steady = windows[2:]
     ms = statistics.median(batch / ips * 1000 for ips in steady)
     mem = None
     for line in p.stderr.splitlines():
