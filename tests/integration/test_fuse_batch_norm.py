@@ -22,19 +22,12 @@ import subprocess
 import sys
 import unittest
 
-import numpy
-import onnx
-from onnx import numpy_helper
-
-from common import HgpcTestCase, read_jsonl, run, HGPC
+from common import HgpcTestCase, run, HGPC
+from fused_training import TRAIN, FusedTraining
 import test_slicing  # not its classes: unittest would run them here too
 
-DEVICE = os.environ.get("HGP_FUSION_DEVICE", "cpu")
-RUN = ["--device", DEVICE] + ([] if DEVICE == "cpu" else ["--deterministic"])
-TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4"]
 
-
-class FusionTest(HgpcTestCase):
+class FusionTest(FusedTraining, HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
     def model(self):
@@ -51,20 +44,6 @@ class FusionTest(HgpcTestCase):
         self.assertEqual(code, 0, err)
         return out.count('activation="relu"'), out.count("dy_parts=2")
 
-    def train(self, precision, args, name):
-        exe = self.compile(self.model(), out=name,
-                           args=["--batch", "4", *TRAIN, "--precision", precision, *args])
-        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
-        data = self.data(12)
-        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
-                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
-        self.assertEqual(code, 0, err)
-        rows = read_jsonl(metrics)
-        losses = [r["loss"] for r in rows if "eval" not in r]
-        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
-        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
-        return losses, evals, tensors
-
     def check(self, precision):
         # Forward train: stem + 2 first convs (relu) + 2 block ends (add-relu); backward: the
         # same 3 + the 2 block ends (writing the shortcut's gradient G); eval: 3 inference-mode
@@ -72,24 +51,7 @@ class FusionTest(HgpcTestCase):
         # the shortcut's) fold into the stem's and block 1's end BatchNormBwd.
         self.assertEqual(self.fused_steps(precision, []), (13, 2))
         self.assertEqual(self.fused_steps(precision, ["--no-fuse"]), (0, 0))
-        fused_losses, fused_evals, fused = self.train(precision, [], "fused")
-        plain_losses, plain_evals, plain = self.train(precision, ["--no-fuse"], "plain")
-        self.assertEqual(len(plain_losses), 3)
-        self.assertEqual(plain.keys(), fused.keys())
-        if DEVICE == "cpu":
-            self.assertEqual(fused_losses, plain_losses)
-            self.assertEqual(fused_evals, plain_evals)
-            for name, want in plain.items():
-                numpy.testing.assert_array_equal(fused[name], want, err_msg=name)
-            return
-        rtol = 1e-4 if precision == "fp32" else 2e-2
-        numpy.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
-        for name, want in plain.items():
-            if want.dtype.kind != "f":
-                continue
-            scale = max(float(numpy.abs(want).max()), 1e-30)
-            err = float(numpy.abs(fused[name].astype(numpy.float64) - want).max()) / scale
-            self.assertLessEqual(err, rtol, "%s: relative error %.3g" % (name, err))
+        self.assert_fused_trains_like_unfused(precision, rtol=1e-4 if precision == "fp32" else 2e-2)
 
     def test_fp32(self):
         self.check("fp32")

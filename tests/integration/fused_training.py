@@ -1,0 +1,60 @@
+"""The shared core of the fusion integration tests (test_fuse_batch_norm.py,
+test_conv_epilogue.py): train one model compiled twice, fused and with --no-fuse, on the same
+data, and compare the per-step losses, the evaluations and every saved tensor.
+
+On the CPU the fused executors compute the unfused chains' values exactly, so the two runs must
+be bit-identical in every precision. HGP_FUSION_DEVICE=cuda runs both on CUDA with
+--deterministic; there the comparison is relative to each tensor's largest magnitude, within the
+tolerance the calling test documents.
+"""
+import os
+
+import numpy
+import onnx
+from onnx import numpy_helper
+
+from common import read_jsonl, run
+
+DEVICE = os.environ.get("HGP_FUSION_DEVICE", "cpu")
+RUN = ["--device", DEVICE] + ([] if DEVICE == "cpu" else ["--deterministic"])
+TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4"]
+
+
+class FusedTraining:
+    """A mixin for an HgpcTestCase that defines model() and data(n)."""
+
+    def train(self, precision, args, name):
+        """Compiles the model with `args`, trains 3 steps of 12 samples (batch 4) with an
+        evaluation, and returns (losses, evaluations, saved tensors by name)."""
+        exe = self.compile(self.model(), out=name,
+                           args=["--batch", "4", *TRAIN, "--precision", precision, *args])
+        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
+        data = self.data(12)
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
+                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
+        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+        return losses, evals, tensors
+
+    def assert_fused_trains_like_unfused(self, precision, rtol):
+        """Trains fused and unfused; bit-identical on the CPU, within `rtol` on CUDA."""
+        fused_losses, fused_evals, fused = self.train(precision, [], "fused")
+        plain_losses, plain_evals, plain = self.train(precision, ["--no-fuse"], "plain")
+        self.assertEqual(len(plain_losses), 3)
+        self.assertEqual(plain.keys(), fused.keys())
+        if DEVICE == "cpu":
+            self.assertEqual(fused_losses, plain_losses)
+            self.assertEqual(fused_evals, plain_evals)
+            for name, want in plain.items():
+                numpy.testing.assert_array_equal(fused[name], want, err_msg=name)
+            return
+        numpy.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
+        for name, want in plain.items():
+            if want.dtype.kind != "f":
+                continue
+            scale = max(float(numpy.abs(want).max()), 1e-30)
+            err = float(numpy.abs(fused[name].astype(numpy.float64) - want).max()) / scale
+            self.assertLessEqual(err, rtol, "%s: relative error %.3g" % (name, err))
