@@ -60,12 +60,6 @@ bool isUnfused(const Node* n) {
   return n->attrs().getString("activation", "none") == "none";
 }
 
-/// The only reader of `v` when it has exactly one (reading it once) and does not escape.
-Node* soleUser(const Graph& g, const Value* v) {
-  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
-  return v->users()[0];
-}
-
 class Fuser {
 public:
   Fuser(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {}
@@ -98,7 +92,7 @@ private:
 
   Status fuseForward(Node* bn) {
     Value* y = bn->output(0);
-    Node* user = soleUser(g_, y);
+    Node* user = soleReader(g_, y);
     if (!user) return Status::ok();
     Node* relu = nullptr;
     Value* residual = nullptr;
@@ -109,7 +103,7 @@ private:
       if (s == y || s->type() != y->type() || user->output(0)->type() != y->type() ||
           !definedBefore(s, bn))
         return Status::ok();
-      Node* next = soleUser(g_, user->output(0));
+      Node* next = soleReader(g_, user->output(0));
       if (!next || next->op() != OpKind::Relu) return Status::ok();
       relu = next;
       residual = s;

@@ -48,9 +48,8 @@ bool readByUpdatesOnly(const Value* v) {
 
 /// The Transpose that is the only reader of `v`, if it permutes by `perm`.
 Node* onlyTransposeOf(Graph& g, Value* v, const std::vector<int64_t>& perm) {
-  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
-  Node* t = v->users().front();
-  return t->op() == OpKind::Transpose && t->attrs().getInts("perm") == perm ? t : nullptr;
+  Node* t = soleReader(g, v);
+  return t && t->op() == OpKind::Transpose && t->attrs().getInts("perm") == perm ? t : nullptr;
 }
 
 const std::vector<int64_t> kToLast = {0, 2, 3, 1}, kToFirst = {0, 3, 1, 2};
@@ -88,7 +87,7 @@ public:
         Value* x = n->input(0);
         Node* t = x->producer();
         if (t && t->op() == OpKind::Transpose && t->attrs().getInts("perm") == kToFirst &&
-            x->users().size() == 1 && !escapesGraph(g_, x))
+            soleReader(g_, x))
           e.input = t->input(0), e.layout = 2, e.transpose = t;
         grads[key].push_back(e);
       }

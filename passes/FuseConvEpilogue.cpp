@@ -30,9 +30,8 @@ Status runFuseConvEpilogue(Graph& g, PassContext& ctx) {
     if (conv->op() != OpKind::Conv || conv->attrs().getString("activation", "none") != "none")
       continue;
     Value* y = conv->output(0);
-    if (y->users().size() != 1 || escapesGraph(g, y)) continue;
-    Node* relu = y->users()[0];
-    if (relu->op() != OpKind::Relu || relu->output(0)->type() != y->type()) continue;
+    Node* relu = soleReader(g, y);
+    if (!relu || relu->op() != OpKind::Relu || relu->output(0)->type() != y->type()) continue;
     AttrMap attrs = conv->attrs();
     attrs.setString("activation", "relu");
     g.setInsertionPoint(conv);

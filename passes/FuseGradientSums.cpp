@@ -27,12 +27,6 @@ namespace hgp {
 
 namespace {
 
-/// The only reader of `v` when it has exactly one (reading it once) and does not escape.
-Node* soleUser(const Graph& g, const Value* v) {
-  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
-  return v->users()[0];
-}
-
 /// Folds a gradient Sum into the BatchNormBwd that is its only reader, as its dY: the op then
 /// takes both addends (dy_parts=2, dY2 last) and adds them as the Sum did. The BatchNormBwd
 /// keeps its place; the Sum, and therefore both addends, came before it.
@@ -42,9 +36,7 @@ Status foldSum(Graph& g, PassContext& ctx, Node* bwd) {
   Node* sum = dy->producer();
   if (!sum || sum->op() != OpKind::Sum || sum->numInputs() != 2 || sum->numOutputs() != 1)
     return Status::ok();
-  if (soleUser(g, dy) != bwd) return Status::ok();
-  for (size_t i = 1; i < bwd->numInputs(); ++i)
-    if (bwd->input(i) == dy) return Status::ok();
+  if (soleReader(g, dy) != bwd) return Status::ok(); // read once: only as dY
   Value *a = sum->input(0), *b = sum->input(1);
   if (a->type() != dy->type() || b->type() != dy->type()) return Status::ok();
   std::vector<Value*> inputs = bwd->inputs();

@@ -51,6 +51,11 @@ std::vector<std::string> withoutFusion(std::vector<std::string> pipeline) {
   return pipeline;
 }
 
+Node* soleReader(const Graph& g, const Value* v) {
+  if (v->users().size() != 1 || escapesGraph(g, v)) return nullptr;
+  return v->users()[0];
+}
+
 bool escapesGraph(const Graph& g, const Value* v) {
   if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return true;
   for (const Carry& c : g.carries())

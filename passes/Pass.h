@@ -106,6 +106,10 @@ std::vector<std::string> withoutFusion(std::vector<std::string> pipeline);
 /// Whether `v` is a graph output or takes part in a carry: a rewrite must keep it.
 bool escapesGraph(const Graph& g, const Value* v);
 
+/// The only reader of `v` when it has exactly one (reading it once) and does not escape the
+/// graph: the condition under which a fusion may make `v` disappear. Null otherwise.
+Node* soleReader(const Graph& g, const Value* v);
+
 /// For a rewrite that makes new values stand for old ones: moves every reader of each old value
 /// (and its role, its name, and its entry in ctx.paramGrads, which the passes after autodiff
 /// read) to the new one, then erases `dead`, readers first.
