@@ -6,6 +6,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -47,6 +48,18 @@ class HgpcTestCase(unittest.TestCase):
 
     def path(self, name):
         return os.path.join(self.tmp, name)
+
+    def exported(self, script, name, override=None):
+        """The model `script` (a Python program taking the output path) exports, as `name` in
+        this test's folder, exported once; or the file the environment variable `override`
+        names (an exported copy: the GPU machine's torch exports differently)."""
+        if override and os.environ.get(override):
+            return os.environ[override]
+        path = self.path(name)
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, "-W", "ignore", "-c", script, path],
+                           check=True, capture_output=True)
+        return path
 
     def compile(self, model=LENET, out="model-train", args=()):
         exe = self.path(out)

@@ -19,9 +19,6 @@ the same version).
 
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_conv_epilogue.py -k bf16
 """
-import os
-import subprocess
-import sys
 import unittest
 
 from common import HgpcTestCase, run, HGPC
@@ -61,13 +58,7 @@ class ConvEpilogueTest(FusedTraining, HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
     def model(self):
-        if os.environ.get("HGP_FUSION_MODEL"):
-            return os.environ["HGP_FUSION_MODEL"]
-        path = self.path("conv_net.onnx")
-        if not os.path.exists(path):
-            subprocess.run([sys.executable, "-W", "ignore", "-c", CONV_NET, path],
-                           check=True, capture_output=True)
-        return path
+        return self.exported(CONV_NET, "conv_net.onnx", override="HGP_FUSION_MODEL")
 
     def fused_convs(self, precision, args):
         code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",

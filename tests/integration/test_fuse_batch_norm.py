@@ -17,9 +17,6 @@ the bf16/fp16 rounding of a value that differs in its last float bit otherwise).
 
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fuse_batch_norm.py -k bf16
 """
-import os
-import subprocess
-import sys
 import unittest
 
 from common import HgpcTestCase, run, HGPC
@@ -31,11 +28,7 @@ class FusionTest(FusedTraining, HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
     def model(self):
-        path = self.path("resnet_small.onnx")
-        if not os.path.exists(path):
-            subprocess.run([sys.executable, "-W", "ignore", "-c", test_slicing.SMALL_RESNET, path],
-                           check=True, capture_output=True)
-        return path
+        return self.exported(test_slicing.SMALL_RESNET, "resnet_small.onnx")
 
     def fused_steps(self, precision, args):
         """The steps with a fused activation and those with a folded gradient Sum."""

@@ -14,8 +14,6 @@ not need.
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fusion_elementwise.py -k bf16
 """
 import os
-import subprocess
-import sys
 import unittest
 
 import onnx
@@ -76,11 +74,7 @@ class FusionTest(HgpcTestCase):
         return losses, evals, tensors
 
     def model(self):
-        model = self.path("residual_no_bn.onnx")
-        if not os.path.exists(model):
-            subprocess.run([sys.executable, "-W", "ignore", "-c", RESIDUAL_NO_BN, model],
-                           check=True, capture_output=True)
-        return model
+        return self.exported(RESIDUAL_NO_BN, "residual_no_bn.onnx")
 
     def check(self, precision):
         model = self.model()

@@ -20,8 +20,6 @@ Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/te
 """
 import os
 import re
-import subprocess
-import sys
 import unittest
 
 import numpy
@@ -80,14 +78,7 @@ class LayoutTest(HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
     def model(self):
-        # HGP_LAYOUT_MODEL: an exported copy (the GPU machine's torch exports differently).
-        if os.environ.get("HGP_LAYOUT_MODEL"):
-            return os.environ["HGP_LAYOUT_MODEL"]
-        path = self.path("mixed_net.onnx")
-        if not os.path.exists(path):
-            subprocess.run([sys.executable, "-W", "ignore", "-c", MIXED_NET, path],
-                           check=True, capture_output=True)
-        return path
+        return self.exported(MIXED_NET, "mixed_net.onnx", override="HGP_LAYOUT_MODEL")
 
     def plan(self, precision, layout, *extra):
         code, out, err = run([HGPC, "plan", self.model(), "--batch", "4", "--target", "h200",
