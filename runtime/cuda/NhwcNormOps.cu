@@ -13,9 +13,10 @@
 // (nhwcPartialsKernel) gives each block one part of the rows, about one wave of resident blocks
 // in all but at least 128 bytes of X per channel in a part (so that the partials stay a small
 // fraction of the traffic); a thread sums kFlush rows in float, adds them into double, the block
-// adds its rows in a fixed tree and writes [part][C][2] partials, coalesced; combinePartsKernel
-// then adds the parts in a fixed order into one [C][2] part for the finalize kernels. Sums run
-// in another order than in NCHW, so the two layouts agree to rounding, not bit for bit.
+// adds its rows in a fixed tree and writes [part][C][2] partials, coalesced;
+// combineFinalizeKernel then adds the parts in a fixed order and runs the pass's finalizer
+// (NormKernels.cuh) on each channel's totals, in the same launch. Sums run in another order than
+// in NCHW, so the two layouts agree to rounding, not bit for bit.
 #include "runtime/cuda/NormKernels.cuh"
 
 namespace hgp::cuda::norm {
@@ -272,20 +273,31 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
   }
 }
 
-/// Adds [parts][n] doubles over the parts into [n], in a fixed order: lane y of a 32 x 32 block
-/// adds parts y, y + 32, ... in turn, then lane 0 adds the 32 lanes in order.
-__global__ void combinePartsKernel(int parts, uint32_t n, const double* partials, double* out) {
+/// Adds the [parts][C][2] partials over the parts and finalizes each channel: block b takes
+/// channels 16 b .. 16 b + 15 (32 sums); lane y of its 32 x 32 threads adds parts y, y + 32, ...
+/// in turn, lane 0 then adds the 32 lanes in order, and one thread per channel runs `fin` on the
+/// channel's two totals. The order of the additions depends only on the part count.
+template <typename Fin>
+__global__ void combineFinalizeKernel(int parts, uint32_t channels, const double* partials,
+                                      Fin fin) {
   __shared__ double lanes[32][33];
-  uint32_t v = blockIdx.x * 32 + threadIdx.x;
+  __shared__ double totals[32];
+  uint32_t n = channels * 2, v = blockIdx.x * 32 + threadIdx.x;
   double s = 0.0;
   if (v < n)
     for (int p = int(threadIdx.y); p < parts; p += 32) s += partials[size_t(p) * n + v];
   lanes[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y == 0 && v < n) {
+  if (threadIdx.y == 0) {
     double total = 0.0;
     for (int y = 0; y < 32; ++y) total += lanes[y][threadIdx.x];
-    out[v] = total;
+    totals[threadIdx.x] = total;
+  }
+  __syncthreads();
+  uint32_t c = blockIdx.x * 16 + threadIdx.x;
+  if (threadIdx.y == 0 && threadIdx.x < 16 && c < channels) {
+    double sum[2] = {totals[2 * threadIdx.x], totals[2 * threadIdx.x + 1]};
+    fin(int64_t(c), sum);
   }
 }
 
@@ -332,16 +344,15 @@ Status planNhwcSums(const CudaArgs& a, const ChannelShape& s, int width, NhwcSpl
 }
 
 template <typename T, typename F>
-Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* sums) {
-  double* partials = sp.parts > 1 ? sums + size_t(sp.t.channels) * 2 : sums;
+Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f,
+                      const typename F::Finalize& fin, double* partials) {
   if (sp.width == kVec<T>) launchNhwcPartials<kVec<T>>(a, sp, f, partials);
   else if (sp.width == 4) launchNhwcPartials<4>(a, sp, f, partials);
   else launchNhwcPartials<1>(a, sp, f, partials);
   HGP_TRY(checkLaunch(a, "nhwcPartialsKernel"));
-  if (sp.parts == 1) return Status::ok();
-  uint32_t n = sp.t.channels * 2;
-  combinePartsKernel<<<(n + 31) / 32, dim3(32, 32), 0, a.stream>>>(sp.parts, n, partials, sums);
-  return checkLaunch(a, "combinePartsKernel");
+  combineFinalizeKernel<<<(sp.t.channels + 15) / 16, dim3(32, 32), 0, a.stream>>>(
+      sp.parts, sp.t.channels, partials, fin);
+  return checkLaunch(a, "combineFinalizeKernel");
 }
 
 template <typename T, typename F>
@@ -359,9 +370,10 @@ Status launchNhwcMap(CudaArgs& a, const ChannelShape& s, int width, const F& f) 
   template Status planNhwcSums<T, BwdSums<T>>(const CudaArgs&, const ChannelShape&, int,          \
                                               NhwcSplit&);                                         \
   template Status launchNhwcSums<T, StatsSums<T>>(const CudaArgs&, const NhwcSplit&,              \
-                                                  const StatsSums<T>&, double*);                   \
+                                                  const StatsSums<T>&, const StatsFinalize<T>&,    \
+                                                  double*);                                        \
   template Status launchNhwcSums<T, BwdSums<T>>(const CudaArgs&, const NhwcSplit&,                \
-                                                const BwdSums<T>&, double*);                       \
+                                                const BwdSums<T>&, const BwdFinalize&, double*);   \
   template Status launchNhwcMap<T, AffineApply<T>>(CudaArgs&, const ChannelShape&, int,           \
                                                    const AffineApply<T>&);                         \
   template Status launchNhwcMap<T, BwdApply<T>>(CudaArgs&, const ChannelShape&, int,              \

@@ -70,8 +70,13 @@ template <typename T> struct AffineApply {
   template <int N> __device__ Columns<N> columns(uint32_t c0) const;
 };
 
+// The finalizer each sums functor names (F::Finalize), defined below.
+template <typename T> struct StatsFinalize;
+struct BwdFinalize;
+
 /// Shifted sums: run[0] += x - K, run[1] += (x - K)^2, K = the channel's first element.
 template <typename T> struct StatsSums {
+  using Finalize = StatsFinalize<T>;
   const T* x;
   int64_t inner;
   struct Channel {
@@ -118,6 +123,7 @@ __device__ __forceinline__ float gradAt(const T* dy, const T* dy2, const T* z, i
 /// masked by Z > 0 when fused with ReluBwd; that dy is also stored into gOut when set (exact: it
 /// is the rounded sum, or zero).
 template <typename T> struct BwdSums {
+  using Finalize = BwdFinalize;
   const T *dy, *dy2, *x, *z;
   T* gOut;
   const float* mean;
@@ -194,6 +200,54 @@ template <typename T> struct BwdApply {
   template <int N> __device__ Columns<N> columns(uint32_t c0) const;
 };
 
+// ---- Per-channel finalizers ------------------------------------------------------------------
+//
+// What a sums pass ends with, per channel, from its two totals: the statistics pass the mean, the
+// biased variance and the affine coefficients; the gradient pass dscale, dbias and the dX
+// coefficients. The NCHW ops run them in a kernel of their own (finalizeKernel, NormOps.cu) over
+// the parts in part order; the channels-last sums run them at the end of the kernel that adds
+// the parts (NhwcNormOps.cu), which saves a launch per pass: a ResNet-50 step has 106 BatchNorm
+// passes, and a dependent launch in a CUDA graph costs a few microseconds however small it is.
+// The arithmetic is the same either way. Each sums functor names its finalizer (F::Finalize).
+
+/// Statistics: sum[0] = sum(x - K), sum[1] = sum((x - K)^2), K = the channel's first element.
+template <typename T> struct StatsFinalize {
+  const T* x;
+  int64_t inner;
+  double count, eps;
+  const float *scale, *bias;
+  float *meanOut, *varOut;
+  BnAffine* affine;
+  __device__ __forceinline__ void operator()(int64_t c, const double (&sum)[2]) const {
+    double k = double(toFloat(x[c * inner]));
+    double mean = k + sum[0] / count;
+    double var = (sum[1] - sum[0] * sum[0] / count) / count;
+    if (var < 0) var = 0;
+    affine[c] = bnAffine(scale[c], bias[c], mean, var, eps);
+    meanOut[c] = float(mean);
+    varOut[c] = float(var);
+  }
+};
+
+/// Gradient: sum[0] = sum(dy), sum[1] = sum(dy * (x - mean)), dy as BwdSums reads it.
+struct BwdFinalize {
+  double count, eps;
+  const float *scale, *mean, *var;
+  bool batchStats;
+  float *dscale, *dbias;
+  BwdCoefficients* coef;
+  __device__ __forceinline__ void operator()(int64_t c, const double (&sum)[2]) const {
+    double invstd = 1.0 / sqrt(double(var[c]) + eps);
+    double sumDyXhat = sum[1] * invstd;
+    dbias[c] = float(sum[0]);
+    dscale[c] = float(sumDyXhat);
+    double k = double(scale[c]) * invstd;
+    coef[c] = batchStats ? BwdCoefficients{float(k), float(sum[0] / count),
+                                           float(k * invstd * sumDyXhat / count), mean[c]}
+                         : BwdCoefficients{float(k), 0.f, 0.f, 0.f};
+  }
+};
+
 // ---- Channels-last passes (NhwcNormOps.cu) -------------------------------------------------
 
 /// The [M, C, 1] view of an NHWC shape [N, H, W, C] (M = N * H * W): what the finalize kernels
@@ -207,10 +261,8 @@ struct NhwcSplit {
   int width = 1;
   int parts = 1;
   uint32_t chunk = 0;
-  /// Scratch for the sums: [C][2] combined sums, then [parts][C][2] partials when parts > 1.
-  size_t bytes() const {
-    return size_t(t.channels) * 2 * sizeof(double) * (parts > 1 ? size_t(parts) + 1 : 1);
-  }
+  /// Scratch for the sums: [parts][C][2] partials.
+  size_t bytes() const { return size_t(t.channels) * 2 * sizeof(double) * size_t(parts); }
 };
 
 /// Plans the NHWC sums pass of functor F (StatsSums<T> or BwdSums<T>) over elements of T with
@@ -218,10 +270,11 @@ struct NhwcSplit {
 template <typename T, typename F>
 Status planNhwcSums(const CudaArgs& a, const ChannelShape& s, int width, NhwcSplit& sp);
 
-/// Runs the planned sums into `sums` ([C][2]: the layout of a single part, which the finalize
-/// kernels read with parts = 1); with more than one part, through the partials that follow it.
+/// Runs the planned sums into `partials` (sp.bytes()), then adds the parts of each channel in a
+/// fixed order and hands the two totals to `fin` (F::Finalize): two launches in all.
 template <typename T, typename F>
-Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f, double* sums);
+Status launchNhwcSums(const CudaArgs& a, const NhwcSplit& sp, const F& f,
+                      const typename F::Finalize& fin, double* partials);
 
 /// The NHWC elementwise pass of functor F (AffineApply<T> or BwdApply<T>) with vectors of
 /// `width` channels (vectorWidth over C).

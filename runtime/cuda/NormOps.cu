@@ -33,8 +33,9 @@
 // apply passes compute in float. Every sum has a fixed order for a given device (the launch shape
 // depends only on the shape and the SM count), so results are bit-identical run to run.
 //
-// Channels-last (layout="nhwc"): the same ops and finalize kernels, with the sums and apply
-// passes of NhwcNormOps.cu; NormKernels.cuh holds the per-element functors both layouts share.
+// Channels-last (layout="nhwc"): the same ops and finalizers, with the sums and apply passes of
+// NhwcNormOps.cu (which finalize in the launch that adds the parts); NormKernels.cuh holds the
+// per-element functors and the finalizers both layouts share.
 #include "runtime/cuda/NormKernels.cuh"
 #include "runtime/plan/BatchNormOperands.h"
 
@@ -189,22 +190,15 @@ Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const BnSplit&
   return checkLaunch(a, "bnPartialsKernel");
 }
 
-// ---- Forward -------------------------------------------------------------------------------
+// ---- Finalize ------------------------------------------------------------------------------
 
-template <typename T>
-__global__ void statsFinalizeKernel(ChannelShape s, int parts, const double* partials,
-                                    const T* x, const float* scale, const float* bias,
-                                    double eps, float* meanOut, float* varOut, BnAffine* affine) {
-  HGP_GRID_LOOP(c, s.channels) {
+/// The NCHW sums' end: each channel's parts added in part order, then `fin` (NormKernels.cuh).
+template <typename Fin>
+__global__ void finalizeKernel(int64_t channels, int parts, const double* partials, Fin fin) {
+  HGP_GRID_LOOP(c, channels) {
     double sum[2];
     sumParts<2>(partials, parts, c, sum);
-    double n = double(s.count()), k = double(toFloat(x[c * s.inner]));
-    double mean = k + sum[0] / n;
-    double var = (sum[1] - sum[0] * sum[0] / n) / n;
-    if (var < 0) var = 0;
-    affine[c] = bnAffine(scale[c], bias[c], mean, var, eps);
-    meanOut[c] = float(mean);
-    varOut[c] = float(var);
+    fin(c, sum);
   }
 }
 
@@ -212,26 +206,6 @@ __global__ void inferenceCoefficientsKernel(int64_t channels, const float* scale
                                             const float* mean, const float* var, double eps,
                                             BnAffine* affine) {
   HGP_GRID_LOOP(c, channels) affine[c] = bnAffine(scale[c], bias[c], mean[c], var[c], eps);
-}
-
-// ---- Backward ------------------------------------------------------------------------------
-
-__global__ void bwdFinalizeKernel(ChannelShape s, int parts, const double* partials,
-                                  const float* scale, const float* mean, const float* var,
-                                  double eps, bool batchStats, float* dscale, float* dbias,
-                                  BwdCoefficients* coef) {
-  HGP_GRID_LOOP(c, s.channels) {
-    double sum[2];
-    sumParts<2>(partials, parts, c, sum);
-    double invstd = 1.0 / sqrt(double(var[c]) + eps), m = double(s.count());
-    double sumDyXhat = sum[1] * invstd;
-    dbias[c] = float(sum[0]);
-    dscale[c] = float(sumDyXhat);
-    double k = double(scale[c]) * invstd;
-    coef[c] = batchStats ? BwdCoefficients{float(k), float(sum[0] / m),
-                                           float(k * invstd * sumDyXhat / m), mean[c]}
-                         : BwdCoefficients{float(k), 0.f, 0.f, 0.f};
-  }
 }
 
 // ---- Running statistics ------------------------------------------------------------------
@@ -280,9 +254,8 @@ Status launchApply(CudaArgs& a, const ChannelShape& s, bool nhwc,
   return launchChannelMap<T>(a, s, vectorWidth<T>(s.inner, ps), f);
 }
 
-/// The sums pass in X's layout. Either way it leaves [C][parts][2] partials at the start of its
-/// scratch for the finalize kernels, which add them in part order (the NHWC pass combines its own
-/// parts first and leaves one).
+/// The sums pass in X's layout and its finalizer (F::Finalize): in NCHW the partials kernel and
+/// finalizeKernel, in NHWC the partials kernel and the kernel that adds the parts and finalizes.
 struct SumsPlan {
   bool nhwc = false;
   BnSplit nchw;
@@ -290,7 +263,6 @@ struct SumsPlan {
   size_t bytes(const ChannelShape& s) const {
     return nhwc ? nhwcSplit.bytes() : size_t(s.channels * nchw.parts * 2) * sizeof(double);
   }
-  int finalizeParts() const { return nhwc ? 1 : nchw.parts; }
 };
 
 template <typename T, typename F>
@@ -304,9 +276,12 @@ Status planSums(const CudaArgs& a, const ChannelShape& s, bool nhwc,
 
 template <typename T, typename F>
 Status launchSums(const CudaArgs& a, const ChannelShape& s, const SumsPlan& p, const F& f,
-                  double* partials) {
-  if (p.nhwc) return launchNhwcSums<T>(a, p.nhwcSplit, f, partials);
-  return launchBnPartials<T>(a, s, p.nchw, f, partials);
+                  const typename F::Finalize& fin, double* partials) {
+  if (p.nhwc) return launchNhwcSums<T>(a, p.nhwcSplit, f, fin, partials);
+  HGP_TRY(launchBnPartials<T>(a, s, p.nchw, f, partials));
+  finalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(s.channels, p.nchw.parts,
+                                                                    partials, fin);
+  return checkLaunch(a, "finalizeKernel");
 }
 
 template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
@@ -351,11 +326,9 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BnAffine), partials));
   auto* affine = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, partials));
-  statsFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-      s, sp.finalizeParts(), partials, x, a.in[1].f32(), a.in[2].f32(),
-      a.attrs().getFloat("epsilon", 1e-5), a.out[1].f32(), a.out[2].f32(), affine);
-  HGP_TRY(checkLaunch(a, "statsFinalizeKernel"));
+  StatsFinalize<T> fin{x, s.inner, double(s.count()), a.attrs().getFloat("epsilon", 1e-5),
+                       a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(), affine};
+  HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, fin, partials));
   return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
                         AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>()});
 }
@@ -406,11 +379,9 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32()}, partials));
-  bwdFinalizeKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-      s, sp.finalizeParts(), partials, a.in[2].f32(), a.in[3].f32(), a.in[4].f32(),
-      a.attrs().getFloat("epsilon", 1e-5), batchStats, a.out[1].f32(), a.out[2].f32(), coef);
-  HGP_TRY(checkLaunch(a, "bwdFinalizeKernel"));
+  BwdFinalize fin{double(s.count()), a.attrs().getFloat("epsilon", 1e-5), a.in[2].f32(),
+                  a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
+  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32()}, fin, partials));
   if (gOut) { // dX from G, which holds the summed and masked dY
     dy = gOut;
     dy2 = nullptr;
