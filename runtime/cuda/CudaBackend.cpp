@@ -520,7 +520,12 @@ private:
         break;
       }
       }
-      HGP_CUDA_TRY(cudaMemcpy(address(int(i)), host.data(), host.size(), cudaMemcpyHostToDevice));
+      // On the main stream, after the memset that zeroed the region: that stream does not
+      // synchronize with the legacy default stream, so a plain cudaMemcpy could land before the
+      // memset (it did, on a GPU busy with other processes: every initial weight read as zero).
+      // A pageable source is staged before the call returns, so `host` may be reused at once.
+      HGP_CUDA_TRY(cudaMemcpyAsync(address(int(i)), host.data(), host.size(),
+                                   cudaMemcpyHostToDevice, ctx_.stream));
     }
     return Status::ok();
   }
