@@ -448,93 +448,98 @@ def main():
                 warm_errors[spec] = p.stderr[-300:]
         print("torch.compile warm-up: %.0f s" % (time.time() - t0), flush=True)
         warmers = None  # every compile below is then timed in case order, from the warm caches
-    for spec in args.cases.split(","):
-        name, batch = spec.split(":")
-        batch = int(batch)
-        r = dict(model=name, batch=batch)
-        try:
-            ot = os.path.join(work, "%s-b%d.optimes" % (name, batch)) if args.op_times else None
-            if ot and os.path.exists(ot):
-                os.remove(ot)
-            rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
-            r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec,
-                                  extra=("--precision", args.precision, "--layout", args.layout))
-            if ot:
-                breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
-                breakdown += summarize_hgpc_op_times(ot)
-        except Exception as e:  # noqa: BLE001
-            r["hgpc_error"] = str(e)
-        if args.single_stream:
+    # Interrupted (SIGINT, as `timeout -s INT` sends it near the end of a device call), the
+    # table still gets every case finished so far.
+    try:
+        for spec in args.cases.split(","):
+            name, batch = spec.split(":")
+            batch = int(batch)
+            r = dict(model=name, batch=batch)
             try:
-                r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                             extra=SINGLE_STREAM + ("--precision", args.precision),
-                                             tag="-1s")
-                if "hgpc" in r:
-                    r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
+                ot = os.path.join(work, "%s-b%d.optimes" % (name, batch)) if args.op_times else None
+                if ot and os.path.exists(ot):
+                    os.remove(ot)
+                rec = os.path.join(work, "%s-b%d.records.txt" % (name, batch)) if args.profile else None
+                r["hgpc"] = hgpc_case(args.hgpc, name, batch, work, args.steps, ot, rec,
+                                      extra=("--precision", args.precision, "--layout", args.layout))
+                if ot:
+                    breakdown.append("%s b%d: hgpc %.3f ms per step" % (name, batch, r["hgpc"]["ms"]))
+                    breakdown += summarize_hgpc_op_times(ot)
             except Exception as e:  # noqa: BLE001
-                r["hgpc_single_error"] = str(e)
-        if args.unfused:
-            try:
-                r["hgpc_unfused"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                              extra=("--no-fuse", "--precision", args.precision),
-                                              tag="-nf")
-                if "hgpc" in r:
-                    r["fusion_gain"] = r["hgpc_unfused"]["ms"] / r["hgpc"]["ms"]
-            except Exception as e:  # noqa: BLE001
-                r["hgpc_unfused_error"] = str(e)
-        if args.cudnn_fusion:
-            try:
-                r["hgpc_no_cudnn_fusion"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                                      extra=("--precision", args.precision,
-                                                             "--layout", args.layout),
-                                                      tag="-ncf", run_extra=("--no-cudnn-fusion",))
-                if "hgpc" in r:
-                    r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
-            except Exception as e:  # noqa: BLE001
-                r["hgpc_no_cudnn_fusion_error"] = str(e)
-        for variant in args.variant:
-            label, _, extra = variant.partition("=")
-            try:
-                r["hgpc_" + label] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                               extra=("--precision", args.precision, "--layout",
-                                                      args.layout, *shlex.split(extra.replace(",", " "))),
-                                               tag="-" + label)
-                if "hgpc" in r:
-                    r[label + "_gain"] = r["hgpc_" + label]["ms"] / r["hgpc"]["ms"]
-            except Exception as e:  # noqa: BLE001
-                r["hgpc_%s_error" % label] = str(e)
-        if args.nchw:
-            try:
-                r["hgpc_nchw"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
-                                           extra=("--layout", "nchw", "--precision", args.precision),
-                                           tag="-nchw")
-                if "hgpc" in r:
-                    r["layout_gain"] = r["hgpc_nchw"]["ms"] / r["hgpc"]["ms"]
-            except Exception as e:  # noqa: BLE001
-                r["hgpc_nchw_error"] = str(e)
-        if spec in warm_errors:
-            r["torch_compile_warm_error"] = warm_errors[spec]
-        for mode in modes:
-            if mode == "compile" and (spec not in compiled or warmers is not None):
-                continue  # timed after the warm-up, below
-            time_torch(r, mode)
-        if args.op_times:
-            try:
-                breakdown += torch_kernel_summary(name, batch)
-            except Exception as e:  # noqa: BLE001
-                breakdown.append("  torch profile failed: %r" % e)
-            open(os.path.join(args.out, "optimes.txt"), "w").write("\n".join(breakdown) + "\n")
-        results.append(r)
-        print(json.dumps(r), flush=True)
-    if warmers is not None:
-        t0 = time.time()
-        for spec, p in warmers.wait():
-            r = next(r for r in results if "%s:%d" % (r["model"], r["batch"]) == spec)
-            if p.returncode != 0:
-                r["torch_compile_warm_error"] = p.stderr[-300:]
-            time_torch(r, "compile")
+                r["hgpc_error"] = str(e)
+            if args.single_stream:
+                try:
+                    r["hgpc_single"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                                 extra=SINGLE_STREAM + ("--precision", args.precision),
+                                                 tag="-1s")
+                    if "hgpc" in r:
+                        r["stream_gain"] = r["hgpc_single"]["ms"] / r["hgpc"]["ms"]
+                except Exception as e:  # noqa: BLE001
+                    r["hgpc_single_error"] = str(e)
+            if args.unfused:
+                try:
+                    r["hgpc_unfused"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                                  extra=("--no-fuse", "--precision", args.precision),
+                                                  tag="-nf")
+                    if "hgpc" in r:
+                        r["fusion_gain"] = r["hgpc_unfused"]["ms"] / r["hgpc"]["ms"]
+                except Exception as e:  # noqa: BLE001
+                    r["hgpc_unfused_error"] = str(e)
+            if args.cudnn_fusion:
+                try:
+                    r["hgpc_no_cudnn_fusion"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                                          extra=("--precision", args.precision,
+                                                                 "--layout", args.layout),
+                                                          tag="-ncf", run_extra=("--no-cudnn-fusion",))
+                    if "hgpc" in r:
+                        r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
+                except Exception as e:  # noqa: BLE001
+                    r["hgpc_no_cudnn_fusion_error"] = str(e)
+            for variant in args.variant:
+                label, _, extra = variant.partition("=")
+                try:
+                    r["hgpc_" + label] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                                   extra=("--precision", args.precision, "--layout",
+                                                          args.layout, *shlex.split(extra.replace(",", " "))),
+                                                   tag="-" + label)
+                    if "hgpc" in r:
+                        r[label + "_gain"] = r["hgpc_" + label]["ms"] / r["hgpc"]["ms"]
+                except Exception as e:  # noqa: BLE001
+                    r["hgpc_%s_error" % label] = str(e)
+            if args.nchw:
+                try:
+                    r["hgpc_nchw"] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                                               extra=("--layout", "nchw", "--precision", args.precision),
+                                               tag="-nchw")
+                    if "hgpc" in r:
+                        r["layout_gain"] = r["hgpc_nchw"]["ms"] / r["hgpc"]["ms"]
+                except Exception as e:  # noqa: BLE001
+                    r["hgpc_nchw_error"] = str(e)
+            if spec in warm_errors:
+                r["torch_compile_warm_error"] = warm_errors[spec]
+            for mode in modes:
+                if mode == "compile" and (spec not in compiled or warmers is not None):
+                    continue  # timed after the warm-up, below
+                time_torch(r, mode)
+            if args.op_times:
+                try:
+                    breakdown += torch_kernel_summary(name, batch)
+                except Exception as e:  # noqa: BLE001
+                    breakdown.append("  torch profile failed: %r" % e)
+                open(os.path.join(args.out, "optimes.txt"), "w").write("\n".join(breakdown) + "\n")
+            results.append(r)
             print(json.dumps(r), flush=True)
-        print("torch.compile after the warm-up: %.0f s" % (time.time() - t0), flush=True)
+        if warmers is not None:
+            t0 = time.time()
+            for spec, p in warmers.wait():
+                r = next(r for r in results if "%s:%d" % (r["model"], r["batch"]) == spec)
+                if p.returncode != 0:
+                    r["torch_compile_warm_error"] = p.stderr[-300:]
+                time_torch(r, "compile")
+                print(json.dumps(r), flush=True)
+            print("torch.compile after the warm-up: %.0f s" % (time.time() - t0), flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: the table has the %d case(s) finished" % len(results), flush=True)
     for r in results:
         torch_ms = [v["ms"] for k, v in r.items() if k.startswith("torch_") and isinstance(v, dict)]
         if "hgpc" in r and torch_ms:
