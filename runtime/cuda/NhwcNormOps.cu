@@ -58,11 +58,14 @@ __device__ auto AffineApply<T>::columns(uint32_t c0) const -> Columns<N> {
 template <typename T> template <int N> struct StatsSums<T>::Columns {
   const T* x;
   float k[N];
-  __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
-    PackN<T, N> p = loadPack<N>(x + off);
+  struct Loaded {
+    PackN<T, N> x;
+  };
+  __device__ __forceinline__ void load(uint32_t off, Loaded& l) const { l.x = loadPack<N>(x + off); }
+  __device__ __forceinline__ void add(float (&run)[2][N], const Loaded& l, uint32_t) const {
 #pragma unroll
     for (int q = 0; q < N; ++q) {
-      float d = toFloat(p.e[q]) - k[q];
+      float d = toFloat(l.x.e[q]) - k[q];
       run[0][q] += d;
       run[1][q] += d * d;
     }
@@ -83,21 +86,27 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
   const T *dy, *dy2, *x, *z;
   T* gOut;
   float mu[N];
-  __device__ __forceinline__ void add(float (&run)[2][N], uint32_t off) const {
-    PackN<T, N> g = loadPack<N>(dy + off), v = loadPack<N>(x + off), g2, m;
-    if (dy2) g2 = loadPack<N>(dy2 + off);
-    if (z) m = loadPack<N>(z + off);
+  struct Loaded {
+    PackN<T, N> g, v, g2, m;
+  };
+  __device__ __forceinline__ void load(uint32_t off, Loaded& l) const {
+    l.g = loadPack<N>(dy + off);
+    l.v = loadPack<N>(x + off);
+    if (dy2) l.g2 = loadPack<N>(dy2 + off);
+    if (z) l.m = loadPack<N>(z + off);
+  }
+  __device__ __forceinline__ void add(float (&run)[2][N], const Loaded& l, uint32_t off) const {
     float gm[N];
 #pragma unroll
     for (int q = 0; q < N; ++q) {
-      gm[q] = dy2 ? summedGrad<T>(toFloat(g.e[q]), toFloat(g2.e[q])) : toFloat(g.e[q]);
-      gm[q] = z && !(toFloat(m.e[q]) > 0.f) ? 0.f : gm[q];
+      gm[q] = dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
+      gm[q] = z && !(toFloat(l.m.e[q]) > 0.f) ? 0.f : gm[q];
     }
     if (gOut) storeVec<N>(gOut + off, gm);
 #pragma unroll
     for (int q = 0; q < N; ++q) {
       run[0][q] += gm[q];
-      run[1][q] += gm[q] * (toFloat(v.e[q]) - mu[q]);
+      run[1][q] += gm[q] * (toFloat(l.v.e[q]) - mu[q]);
     }
   }
 };
@@ -206,9 +215,10 @@ Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
 }
 
 /// Block (p, tile) sums rows [p * chunk, (p + 1) * chunk) of its channels: each thread its
-/// channels V*j .. V*j + V - 1 (F::Columns k = f.columns<V>(V * j), k.add(run, offset)) over
-/// every rowsPerBlock-th row, kFlush rows a float run, runs added into doubles; the block's rows
-/// are then added in a fixed tree, and partials[(p * C + c) * 2 + k] receives sum k of channel c.
+/// channels V*j .. V*j + V - 1 (F::Columns k = f.columns<V>(V * j); k.load(offset, loaded), then
+/// k.add(run, loaded, offset)) over every rowsPerBlock-th row, kFlush rows a float run, runs
+/// added into doubles; the block's rows are then added in a fixed tree, and
+/// partials[(p * C + c) * 2 + k] receives sum k of channel c.
 template <int V, typename F>
 __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint32_t chunk, F f,
                                                               double* partials) {
@@ -226,17 +236,24 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
 #pragma unroll
       for (int q = 0; q < V; ++q) run[0][q] = run[1][q] = 0.f;
       if (r0 + (kFlush - 1) * step < end) {
-        // A whole run in range: no exit in the unrolled loop, so that all kFlush loads can be
-        // issued before the first sum (the memory-level parallelism HBM needs); the order of
-        // the additions is the same as below.
+        // A whole run in range: every row's operands are loaded before the first sum, so that
+        // all kFlush rows' loads are in flight together (the memory-level parallelism HBM
+        // needs). Written out in two loops because a functor that stores (BwdSums' G) would
+        // otherwise keep the compiler from moving a later row's loads above an earlier row's
+        // store: one row in flight, half of HBM's bandwidth. The additions keep their order.
+        typename decltype(k)::Loaded l[kFlush];
 #pragma unroll
-        for (int u = 0; u < kFlush; ++u) k.add(run, (r0 + u * step) * t.channels + j * V);
+        for (int u = 0; u < kFlush; ++u) k.load((r0 + u * step) * t.channels + j * V, l[u]);
+#pragma unroll
+        for (int u = 0; u < kFlush; ++u) k.add(run, l[u], (r0 + u * step) * t.channels + j * V);
       } else {
 #pragma unroll
         for (int u = 0; u < kFlush; ++u) {
           uint32_t r = r0 + u * step;
           if (r >= end) break;
-          k.add(run, r * t.channels + j * V);
+          typename decltype(k)::Loaded l;
+          k.load(r * t.channels + j * V, l);
+          k.add(run, l, r * t.channels + j * V);
         }
       }
 #pragma unroll
