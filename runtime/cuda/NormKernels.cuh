@@ -3,8 +3,9 @@
 // (pointers, flags), its float arithmetic (`at`), its NCHW accessors (`one`/`vec` for the
 // elementwise passes, `channel` for the sums) and the declaration of its channels-last view
 // (`Columns`, `columns`), which NhwcNormOps.cu defines next to the kernels that use it. Both
-// layouts therefore make the same float operations per element, and the op-level code (checks,
-// scratch, the per-channel finalize kernels) stays in NormOps.cu, one copy for both layouts. The
+// layouts therefore make the same float operations per element. The per-channel finalizers that
+// end each sums pass are functors here too, so that both layouts finalize with the same code; the
+// op-level code (checks, scratch) stays in NormOps.cu, one copy for both layouts. The
 // channels-last passes are reached through the three launchers declared at the end, explicitly
 // instantiated in NhwcNormOps.cu for every functor and element type (float, bf16, f16).
 #pragma once
