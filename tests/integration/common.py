@@ -66,3 +66,19 @@ class HgpcTestCase(unittest.TestCase):
         code, _, err = run([HGPC, "compile", model, "-o", exe, *args])
         self.assertEqual(code, 0, err)
         return exe
+
+    def train_three_steps(self, exe, name, data, run_args):
+        """Runs `exe` for 3 unshuffled steps on `data` with an evaluation after, saving the
+        model as `name`.onnx; returns (losses, evaluations as (loss, accuracy), saved tensors by
+        name): what the tests that compare two compilations of one model compare."""
+        import onnx
+        from onnx import numpy_helper
+        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
+        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
+                            *run_args, "--metrics", metrics, "--save", saved, "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rows = read_jsonl(metrics)
+        losses = [r["loss"] for r in rows if "eval" not in r]
+        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
+        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+        return losses, evals, tensors

@@ -10,10 +10,6 @@ tolerance the calling test documents.
 import os
 
 import numpy
-import onnx
-from onnx import numpy_helper
-
-from common import read_jsonl, run
 
 DEVICE = os.environ.get("HGP_FUSION_DEVICE", "cpu")
 RUN = ["--device", DEVICE] + ([] if DEVICE == "cpu" else ["--deterministic"])
@@ -28,16 +24,7 @@ class FusedTraining:
         evaluation, and returns (losses, evaluations, saved tensors by name)."""
         exe = self.compile(self.model(), out=name,
                            args=["--batch", "4", *TRAIN, "--precision", precision, *args])
-        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
-        data = self.data(12)
-        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
-                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
-        self.assertEqual(code, 0, err)
-        rows = read_jsonl(metrics)
-        losses = [r["loss"] for r in rows if "eval" not in r]
-        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
-        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
-        return losses, evals, tensors
+        return self.train_three_steps(exe, name, self.data(12), RUN)
 
     def assert_fused_trains_like_unfused(self, precision, rtol):
         """Trains fused and unfused; bit-identical on the CPU, within `rtol` on CUDA."""

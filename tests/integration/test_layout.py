@@ -23,10 +23,8 @@ import re
 import unittest
 
 import numpy
-import onnx
-from onnx import numpy_helper
 
-from common import HgpcTestCase, read_jsonl, run, HGPC
+from common import HgpcTestCase, run, HGPC
 import test_slicing  # not its classes: unittest would run them here too
 
 DEVICE = os.environ.get("HGP_LAYOUT_DEVICE", "cpu")
@@ -92,16 +90,7 @@ class LayoutTest(HgpcTestCase):
         exe = self.compile(self.model(), out=name,
                            args=["--batch", "4", *TRAIN, "--precision", precision,
                                  "--layout", layout])
-        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
-        data = self.data(12)
-        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
-                            *RUN, "--metrics", metrics, "--save", saved, "--progress", "none"])
-        self.assertEqual(code, 0, err)
-        rows = read_jsonl(metrics)
-        losses = [r["loss"] for r in rows if "eval" not in r]
-        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
-        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
-        return losses, evals, tensors
+        return self.train_three_steps(exe, name, self.data(12), RUN)
 
     def check(self, precision):
         plain_plan = self.plan(precision, "nchw")

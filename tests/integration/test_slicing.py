@@ -26,10 +26,8 @@ import sys
 import unittest
 
 import numpy
-import onnx
-from onnx import numpy_helper
 
-from common import HGPC, LENET, SOURCE, HgpcTestCase, read_jsonl, run, write_npy
+from common import HGPC, LENET, SOURCE, HgpcTestCase, run, write_npy
 
 SPLIT = ["--split-width", "2", "--pipeline-depth", "2"]
 PLAIN = ["--max-streams", "1", "--no-split", "--no-pipeline"]
@@ -88,17 +86,7 @@ class SlicingTest(HgpcTestCase):
 
     def train(self, model, batch, args, name):
         exe = self.compile(model, out=name, args=["--batch", str(batch), *TRAIN, *args])
-        saved, metrics = self.path(name + ".onnx"), self.path(name + ".jsonl")
-        data = self.data(3 * batch)
-        code, _, err = run([exe, "--data", data, "--eval", data, "--steps", "3", "--shuffle", "off",
-                            *RUN, "--metrics", metrics, "--save", saved,
-                            "--progress", "none"])
-        self.assertEqual(code, 0, err)
-        rows = read_jsonl(metrics)
-        losses = [r["loss"] for r in rows if "eval" not in r]
-        evals = [(r["loss"], r["accuracy"]) for r in rows if r.get("eval")]
-        tensors = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
-        return losses, evals, tensors
+        return self.train_three_steps(exe, name, self.data(3 * batch), RUN)
 
     def check(self, model, batch):
         self.assertGreater(self.sliced_steps(model, batch, SPLIT), 0, "nothing was split")
