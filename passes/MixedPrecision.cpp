@@ -19,7 +19,7 @@
 // operand types change are rebuilt in place, keeping their names and their results' names.
 //
 //===----------------------------------------------------------------------------------------===//
-#include "compiler/ir/OpInfo.h"
+#include "ir/OpInfo.h"
 #include "passes/Pass.h"
 #include "runtime/plan/Half.h"
 

@@ -1,6 +1,6 @@
 #include "passes/Pass.h"
 
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 
 #include <algorithm>
 

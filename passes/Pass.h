@@ -6,7 +6,7 @@
 // Training options travel in the PassContext; passes that build the training step read them.
 #pragma once
 
-#include "compiler/ir/Graph.h"
+#include "ir/Graph.h"
 
 #include <functional>
 #include <map>

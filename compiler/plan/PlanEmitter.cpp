@@ -1,6 +1,6 @@
 #include "compiler/plan/PlanEmitter.h"
 
-#include "passes/MemoryPlan.h"
+#include "compiler/analysis/MemoryPlan.h"
 
 #include <algorithm>
 

@@ -3,12 +3,12 @@
 // Each graph becomes one program. Graph-level values (inputs, parameters, states, constants)
 // with the same name across graphs become one persistent plan tensor, so a "train" and an
 // "eval" program share weights. Node results are placed in the transient arena by the memory
-// plan (passes/MemoryPlan.h); each carry's result takes its state's storage, which requires the
+// plan (compiler/analysis/MemoryPlan.h); each carry's result takes its state's storage, which requires the
 // producing op to update that state in place (inplaceInputFor) after every other read of it.
 // A transient name that an earlier program already used is prefixed with "<program>/".
 #pragma once
 
-#include "compiler/ir/Graph.h"
+#include "ir/Graph.h"
 #include "runtime/plan/Plan.h"
 
 #include <map>

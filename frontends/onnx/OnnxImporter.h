@@ -6,13 +6,13 @@
 // the graph's structure. A malformed or unsupported model gets one clear message naming the node
 // or tensor, with ErrorCode::InvalidModel (exit code 3). Unsupported ops are all listed at once.
 //
-// Import maps ONNX ops to IR ops (compiler/ir/ops) family by family (frontends/onnx/importers),
+// Import maps ONNX ops to IR ops (ir/ops) family by family (frontends/onnx/importers),
 // resolving what ONNX leaves implicit: auto_pad, default attributes, negative axes, Flatten and
 // Squeeze as Reshape, and shape chains (Shape, Gather, Unsqueeze, Concat, Div, ...), which are
 // folded at compile time. A symbolic batch dimension takes the value of `batch`.
 #pragma once
 
-#include "compiler/ir/Graph.h"
+#include "ir/Graph.h"
 
 #include <cstdint>
 #include <map>

@@ -8,7 +8,7 @@
 // cannot make the loader allocate without bound.
 #pragma once
 
-#include "compiler/ir/Graph.h"
+#include "ir/Graph.h"
 
 #include <onnx/onnx_pb.h>
 

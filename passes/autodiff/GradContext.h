@@ -9,7 +9,7 @@
 // several paths.
 #pragma once
 
-#include "compiler/ir/Graph.h"
+#include "ir/Graph.h"
 
 #include <vector>
 

@@ -8,7 +8,7 @@
 // reason from kSkips below; anything else that fails is a failure. The totals are printed.
 //
 // The same suite runs on the CUDA backend (hgp_conformance --backend cuda, label gpu).
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxTensor.h"

@@ -14,7 +14,7 @@
 // importOk() and importError() wrap the import with the checks most tests want.
 #pragma once
 
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 
 #include <gtest/gtest.h>

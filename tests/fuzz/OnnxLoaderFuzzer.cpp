@@ -5,7 +5,7 @@
 // InvalidModel line, and what it accepts must be a graph that verifies and prints. Built by
 // tests/fuzz/CMakeLists.txt with clang, AddressSanitizer and UndefinedBehaviorSanitizer;
 // tests/fuzz/smoke.sh runs it.
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 
 #include <cstdio>

@@ -10,7 +10,7 @@
 // (8-bit mantissa, ulp 2^-7 at the top of a binade) and 4e-3 for f16 (11 bits). The scalar test
 // loss sums results times weights of random sign and cancels, so it is held to the bound the
 // results' own check implies (RunSpec::lossTolOfTerms), not to a fraction of itself.
-#include "compiler/driver/Compile.h"
+#include "tools/hgpc/Compile.h"
 #include "tests/gpu/GpuTestUtil.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // kernel to a step, cover every step whose op always launches a kernel, and have positive times;
 // the trace must have a track and parse as JSON (Python's json module, where python3 exists).
 // RawActivitiesBecomeRecordsOfTheirSteps needs no GPU: it checks how CUPTI activities are named.
-#include "compiler/driver/Compile.h"
+#include "tools/hgpc/Compile.h"
 #include "runtime/cuda/Profiler.h"
 #include "runtime/profile/Records.h"
 #include "tests/gpu/GpuTestUtil.h"

@@ -15,7 +15,7 @@
 // and f32 with tol 0, compare bit for bit.
 #pragma once
 
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Pass.h"
 #include "runtime/Backend.h"

@@ -2,7 +2,7 @@
 // the CPU backend runs it, and central finite differences of the forward program are the
 // reference. The reference backend computes in float32 only, so the checks run in float32 with
 // tolerances sized for that (the PyTorch parity tests pin the gradients down far more tightly).
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Pass.h"
 #include "runtime/Backend.h"

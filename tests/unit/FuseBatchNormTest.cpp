@@ -3,8 +3,8 @@
 // backend compute exactly what the unfused chain computes, forward and backward, in f32, bf16
 // and f16 (the fused ops have no gradient rules; their backward is the fused BatchNormBwd, held
 // bit for bit to the unfused ReluBwd + BatchNormBwd, and to the gradient Sum it folds).
-#include "compiler/driver/Compile.h"
-#include "compiler/ir/Printer.h"
+#include "tools/hgpc/Compile.h"
+#include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/schedule/BatchSlicing.h"
 #include "passes/Pass.h"

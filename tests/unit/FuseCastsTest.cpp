@@ -1,8 +1,8 @@
 // FuseCastsTest.cpp - fuse-casts (passes/FuseCasts.cpp): which mixed-precision casts it gathers
 // into CastGroup steps, and that a grouped plan trains bit for bit like the ungrouped one
 // (--no-fuse) on the CPU backend, whose Cast executor is the reference for the CUDA one.
-#include "compiler/driver/Compile.h"
-#include "compiler/ir/Graph.h"
+#include "tools/hgpc/Compile.h"
+#include "ir/Graph.h"
 #include "runtime/Backend.h"
 
 #include <gtest/gtest.h>

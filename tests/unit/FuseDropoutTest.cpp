@@ -8,8 +8,8 @@
 
 #include "compiler/codegen/GenerateKernels.h"
 #include "compiler/codegen/Nvrtc.h"
-#include "compiler/ir/OpInfo.h"
-#include "compiler/ir/Printer.h"
+#include "ir/OpInfo.h"
+#include "ir/Printer.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include "compiler/codegen/FusedKernelSource.h"
 #include "compiler/codegen/GenerateKernels.h"
 #include "compiler/codegen/Nvrtc.h"
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "runtime/plan/FusedProgram.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Unit tests for the IR: building graphs, shape rules, the verifier and the text round trip.
-#include "compiler/ir/OpInfo.h"
-#include "compiler/ir/Printer.h"
+#include "ir/OpInfo.h"
+#include "ir/Printer.h"
 
 #include <gtest/gtest.h>
 

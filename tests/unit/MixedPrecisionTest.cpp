@@ -1,8 +1,8 @@
 // MixedPrecisionTest.cpp - --precision bf16|fp16: the 16-bit conversions, Cast, the
 // mixed-precision pass (golden printed IR of a small net) and bf16 training of LeNet-5 on the
 // CPU backend against fp32 (docs/precision.md gives the tolerances).
-#include "compiler/driver/Compile.h"
-#include "compiler/ir/Printer.h"
+#include "tools/hgpc/Compile.h"
+#include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Pass.h"
 #include "runtime/Backend.h"

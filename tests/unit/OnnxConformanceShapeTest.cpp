@@ -3,7 +3,7 @@
 // Operands that hgpc needs at compile time are bound from the test's inputs, as the conformance
 // harness does. Numeric results are the CPU backend's business; this checks the lowering's
 // shapes, attributes defaults and folding. Tests the IR cannot express are listed with reasons.
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxTensor.h"
 

@@ -1,6 +1,6 @@
 // Unit tests for the graph-level side of the ONNX importer: names, outputs, batch handling,
 // constant inputs, node order, unsupported ops, cycles and versions.
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "tests/frontend/OnnxModelBuilder.h"
 

@@ -1,7 +1,7 @@
 // Unit tests for the ONNX importers, family by family: small models built in C++, imported, and
 // checked for the IR ops and the attributes ONNX leaves implicit.
 #include "frontends/onnx/OnnxImporter.h"
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "tests/frontend/OnnxModelBuilder.h"
 
 #include <gtest/gtest.h>

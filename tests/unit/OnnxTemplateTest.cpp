@@ -1,7 +1,7 @@
 // Tests of external data and of buildOnnxTemplate: the recorded raw_data offsets must be exact
 // (patching bytes there changes exactly that initializer), every initializer must end up inline,
 // and the inference form must drop the training-only parts.
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "tests/frontend/OnnxModelBuilder.h"
 

@@ -1,7 +1,7 @@
 // Imports real PyTorch exports: torchvision classification models exported in training mode at
 // opset 17 with a symbolic batch (tests/frontend/export_torchvision.py, run with Debian's
 // /usr/bin/python3 at test time into the build folder). Skips when python3-torch is missing.
-#include "compiler/ir/Printer.h"
+#include "ir/Printer.h"
 #include "frontends/onnx/OnnxImporter.h"
 
 #include <gtest/gtest.h>

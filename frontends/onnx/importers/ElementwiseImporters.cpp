@@ -1,6 +1,6 @@
 // Importers for broadcasting arithmetic: Add, Sub, Mul, Div and Sum. When every operand is known
 // at compile time (shape chains such as "channels / groups"), the result is folded instead.
-#include "compiler/ir/OpInfo.h"
+#include "ir/OpInfo.h"
 #include "frontends/onnx/importers/Importers.h"
 
 namespace hgp {

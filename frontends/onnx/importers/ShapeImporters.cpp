@@ -2,7 +2,7 @@
 // Unsqueeze, Expand and Pad. Each folds when its data is known at compile time (shape chains),
 // and otherwise resolves everything ONNX leaves implicit (0 and -1 in Reshape, negative axes,
 // INT64_MAX slice ends) into the IR's explicit attributes.
-#include "compiler/ir/OpInfo.h"
+#include "ir/OpInfo.h"
 #include "frontends/onnx/importers/Importers.h"
 
 #include <cstring>

@@ -1,0 +1,35 @@
+// Shape rules for Dropout and its gradient.
+#include "ir/OpInfo.h"
+
+namespace hgp {
+
+namespace {
+Status checkRatio(const InferContext& ctx) {
+  double r = ctx.attrs.getFloat("ratio", 0.5);
+  if (!(r >= 0 && r < 1)) return ctx.fail("dropout ratio must be in [0, 1)");
+  return Status::ok();
+}
+Status checkIter(const InferContext& ctx, size_t i) {
+  if (ctx.in(i) != TensorType{DType::I64, {}})
+    return ctx.fail("the iteration counter must be an i64 scalar");
+  return Status::ok();
+}
+} // namespace
+
+Status inferDropout(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "input"));
+  HGP_TRY(checkRatio(ctx));
+  if (ctx.numInputs() == 2) HGP_TRY(checkIter(ctx, 1));
+  ctx.outputs = {ctx.in(0)};
+  return Status::ok();
+}
+
+Status inferDropoutBwd(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
+  HGP_TRY(checkRatio(ctx));
+  HGP_TRY(checkIter(ctx, 1));
+  ctx.outputs = {ctx.in(0)};
+  return Status::ok();
+}
+
+} // namespace hgp

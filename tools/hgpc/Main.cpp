@@ -1,0 +1,289 @@
+// Main.cpp - the hgpc command-line tool.
+//
+//   hgpc inspect MODEL.onnx [--batch N]
+//   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
+//                [--max-streams N] [--records FILE] [slicing options] [training options]
+//   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
+//             [--precision fp32|tf32|bf16|fp16] [--records FILE]
+//             [slicing options] [training options]
+//   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
+//   fusion and layout: --no-fuse (docs/fusion.md), --layout auto|nchw|nhwc (docs/layout.md)
+//   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
+//
+// Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
+// error, 5 records of another plan or malformed records (docs/exit-codes.md).
+#include "tools/hgpc/Compile.h"
+#include "tools/hgpc/Inspect.h"
+#include "tools/hgpc/PlanReport.h"
+#include "ir/Printer.h"
+
+#include <CLI/CLI.hpp>
+#include <llvm/ADT/StringRef.h>
+#include <llvm/Support/Signals.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <unistd.h>
+
+namespace hgp {
+namespace {
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "hgpc: %s\n", st.toString().c_str());
+  return exitCodeFor(st.code());
+}
+
+/// The prebuilt runner: $HGPC_RUNNER, or hgpc-runner next to this executable.
+std::string runnerPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("HGPC_RUNNER")) return env;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / "hgpc-runner").string();
+}
+
+void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
+  cmd->add_option("--loss", t.loss, "cross-entropy or mse (against one-hot labels)")
+      ->check(CLI::IsMember({"cross-entropy", "mse"}));
+  cmd->add_option("--label-smoothing", t.labelSmoothing, "label smoothing for cross-entropy");
+  cmd->add_option("--aux-loss-weight", t.auxLossWeight,
+                  "weight of auxiliary outputs' losses (0 ignores them)");
+  cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", t.lr, "learning rate");
+  cmd->add_option("--momentum", t.momentum, "SGD momentum");
+  cmd->add_option("--dampening", t.dampening, "SGD dampening");
+  cmd->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
+  cmd->add_option("--weight-decay", t.weightDecay,
+                  "weight decay (default: 0 for SGD and Adam, 0.01 for AdamW)");
+  cmd->add_option("--beta1", t.beta1, "Adam beta1");
+  cmd->add_option("--beta2", t.beta2, "Adam beta2");
+  cmd->add_option("--eps", t.eps, "Adam epsilon");
+  cmd->add_option("--schedule", t.schedule, "constant, step, multistep or cosine")
+      ->check(CLI::IsMember({"constant", "step", "multistep", "cosine"}));
+  cmd->add_option("--step-size", t.stepSize, "steps between decays (step schedule)");
+  cmd->add_option("--gamma", t.gamma, "decay factor (step and multistep schedules)");
+  cmd->add_option("--milestones", t.milestones, "steps at which to decay (multistep)")
+      ->delimiter(',');
+  cmd->add_option("--t-max", t.tMax, "steps of one cosine half-period");
+  cmd->add_option("--eta-min", t.etaMin, "the cosine schedule's floor");
+  cmd->add_option("--warmup-steps", t.warmupSteps, "steps of linear warmup");
+  cmd->add_option("--warmup-factor", t.warmupFactor, "warmup's starting fraction of the LR");
+  cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
+  cmd->add_option("--metrics-every", t.metricsRing,
+                  "steps between metric read-backs (the on-device ring's size)");
+  cmd->add_option("--ranks", t.ranks,
+                  "data-parallel ranks (GPUs) to train on; --batch is per rank (docs/distributed.md)");
+  cmd->add_option_function<double>(
+      "--bucket-mb", [&t](double mb) { t.bucketBytes = int64_t(mb * (1 << 20)); },
+      "gradient all-reduce bucket cap in MiB (default 25)");
+  cmd->add_flag("--sync-bn", t.syncBn, "with --ranks: BatchNorm statistics over the global batch");
+}
+
+/// The batch-slicing flags, shared by `compile` and `plan`.
+void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
+  cmd->add_flag_function(
+      "--no-split", [&s](int64_t) { s.split = false; },
+      "no intra-layer split into concurrent sub-batches");
+  cmd->add_flag_function(
+      "--no-pipeline", [&s](int64_t) { s.pipeline = false; },
+      "no micro-batch pipeline over runs of per-sample layers");
+  cmd->add_option("--split-width", s.width,
+                  "testing: split every splittable step into K sub-batches (default: the "
+                  "analyzer's choice per step)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--pipeline-depth", s.depth,
+                  "testing: pipeline every run of per-sample steps over M micro-batches "
+                  "(default: the analyzer's stage size)")
+      ->check(CLI::Range(1, 64));
+}
+
+/// The fusion switch, shared by `compile` and `plan` (docs/fusion.md).
+void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
+  cmd->add_flag_function(
+      "--no-fuse", [&o](int64_t) { o.fuse = false; },
+      "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
+      "kernels of their own");
+  cmd->add_option("--disable-pass", o.disabledPasses,
+                  "leave this pass out of the train and eval pipelines (repeatable; to measure "
+                  "what one pass is worth, e.g. fuse-gradient-sums)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--layout", o.layout,
+                  "activation layout around the convolutions: auto (default: nhwc for bf16 and "
+                  "fp16, nchw otherwise), nchw or nhwc (docs/layout.md)")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
+}
+
+int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
+            const CostCalibration& cal, bool dot) {
+  auto target = findTarget(targetName);
+  if (!target) return fail(target.status());
+  o.slicing.cal = cal;
+  o.kernels = CompileOptions::Kernels::Off; // the report needs no machine code
+  auto compiled = compileModel(o);
+  if (!compiled) return fail(compiled.status());
+  const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
+  if (records && records->sms != target->sms)
+    std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
+                         "%s (%d SMs); measured times are used as they are\n",
+                 records->gpu.c_str(), records->sms, target->name.c_str(), target->sms);
+  if (dot)
+    printPlanDot(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout, records);
+  else
+    printPlanReport(compiled->emitted.plan, *target, o.precision, maxStreams, cal, std::cout,
+                    records, &compiled->slicing);
+  return 0;
+}
+
+int runCompile(CompileOptions& o, const std::string& out, const std::string& emit,
+               const std::string& runner, bool stats) {
+  o.log = &std::cout;
+  if (!out.empty()) o.kernels = CompileOptions::Kernels::Required;
+  auto compiled = compileModel(o);
+  if (!compiled) return fail(compiled.status());
+  Compilation& c = *compiled;
+  if (emit == "ir") std::cout << printGraph(*c.forward);
+  else if (emit == "train-ir") {
+    if (!c.train) return fail(Status(ErrorCode::Usage, "--emit train-ir needs a training compile"));
+    std::cout << printGraph(*c.train) << printGraph(*c.eval);
+  } else if (emit == "plan") std::cout << printPlan(c.emitted.plan);
+  if (stats)
+    for (const auto& [k, v] : c.ctx.stats) std::cerr << "stat " << k << " = " << v << "\n";
+  if (out.empty()) {
+    if (emit.empty())
+      return fail(Status(ErrorCode::Usage, "nothing to do: pass -o EXE or --emit ir|train-ir|plan"));
+    return 0;
+  }
+  auto bundle = bundleCompilation(c, o);
+  if (!bundle) return fail(bundle.status());
+  Status st = writeExecutable(runnerPath(runner), *bundle, out);
+  if (!st) return fail(st);
+  const Plan& p = c.emitted.plan;
+  std::fprintf(stderr, "hgpc: wrote %s (%s, batch %lld, %lld parameters, arena %.1f MiB)\n",
+               out.c_str(), o.training ? "training" : "forward only",
+               (long long)p.meta.getInt("batch"), (long long)p.meta.getInt("parameters"),
+               double(p.persistentBytes + p.transientBytes) / (1 << 20));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  llvm::sys::PrintStackTraceOnErrorSignal(argv[0]);
+  CLI::App app{"hgpc: an ahead-of-time training compiler for convolutional networks"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hgpc 0.1.0");
+
+  std::string model;
+  int64_t batch = 0;
+  auto* inspect = app.add_subcommand("inspect", "print a model's inputs, outputs, parameters, "
+                                                "op histogram and per-layer shapes and FLOPs");
+  inspect->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  inspect->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+
+  CompileOptions co;
+  std::string out, emit, runner, passes;
+  bool forwardOnly = false, stats = false;
+  std::string weights = "embed";
+  auto* compile = app.add_subcommand("compile", "compile a model into a training executable");
+  compile->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  compile->add_option("-o,--output", out, "the executable to write");
+  compile->add_option("--emit", emit, "also print: ir (imported), train-ir, plan")
+      ->check(CLI::IsMember({"ir", "train-ir", "plan"}));
+  compile->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  compile->add_flag("--forward-only", forwardOnly, "compile the forward pass only (no training)");
+  compile->add_option("--weights", weights,
+                      "embed: carry initial weights in the executable; reference: read them from "
+                      "the model file at start")
+      ->check(CLI::IsMember({"embed", "reference"}));
+  compile->add_option("--precision", co.precision,
+                      "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs), fp32, "
+                      "or mixed precision: bf16, fp16 (docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
+  bool noReuse = false;
+  compile->add_flag("--no-buffer-reuse", noReuse,
+                    "give every intermediate tensor memory of its own (debugging: all of them "
+                    "survive a step; the arena grows)");
+  compile->add_option("--target", co.target,
+                      "the GPU to schedule for: h200, h100, a100, v100, t4, l4 or auto (default: "
+                      "the local GPU if hgpc knows it, else h200)");
+  compile->add_option("--max-streams", co.maxStreams,
+                      "streams each program may use (1: everything on one stream)")
+      ->check(CLI::Range(1, kMaxPlanStreams));
+  compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
+  compile->add_flag("--stats", stats, "print pass statistics");
+  compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  compile->add_option("--records", co.records,
+                      "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                      "cost model's estimates")
+      ->check(CLI::ExistingFile);
+  addSlicingOptions(compile, co.slicing);
+  addTrainingOptions(compile, co.train);
+  addFusionOptions(compile, co);
+
+  std::string target = "auto";
+  auto* plan = app.add_subcommand("plan", "print the scheduled training plan with the cost "
+                                          "model's predictions for a target GPU");
+  plan->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  plan->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  plan->add_option("--target", target, "the GPU to plan for: h200, h100, a100, v100, t4, l4 or "
+                                       "auto (the local GPU)");
+  int maxStreams = 4;
+  std::string planEmit = "text";
+  plan->add_option("--emit", planEmit, "text (default) or dot: the scheduled DAG for Graphviz")
+      ->check(CLI::IsMember({"text", "dot"}));
+  std::vector<double> calibration;
+  plan->add_option("--calibration", calibration,
+                   "expert: the cost model's compute and memory efficiencies and the fixed "
+                   "microseconds per GEMM kernel, for fitting it (bench/prediction.py)")
+      ->delimiter(',')
+      ->expected(3);
+  plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
+      ->check(CLI::Range(1, kMaxPlanStreams));
+  plan->add_option("--precision", co.precision, "tf32 (default), fp32, bf16 or fp16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  plan->add_option("--records", co.records,
+                   "measurements of a profiling run (EXE --profile FILE) to use in place of the "
+                   "cost model's estimates")
+      ->check(CLI::ExistingFile);
+  addSlicingOptions(plan, co.slicing);
+  addTrainingOptions(plan, co.train);
+  addFusionOptions(plan, co);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : exitCodeFor(ErrorCode::Usage);
+  }
+
+  if (inspect->parsed()) {
+    Status st = inspectModel(model, batch, std::cout);
+    return st.isOk() ? 0 : fail(st);
+  }
+  co.modelPath = model;
+  co.batch = batch;
+  if (plan->parsed()) {
+    co.target = target;
+    co.maxStreams = maxStreams;
+    CostCalibration cal;
+    if (calibration.size() == 3)
+      cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
+    return runPlan(co, target, maxStreams, cal, planEmit == "dot");
+  }
+  co.training = !forwardOnly;
+  co.referenceWeights = weights == "reference";
+  co.reuseMemory = !noReuse;
+  for (size_t b = 0, e; b < passes.size(); b = e + 1) {
+    e = passes.find(',', b);
+    if (e == std::string::npos) e = passes.size();
+    if (e > b) co.passes.push_back(passes.substr(b, e - b));
+  }
+  return runCompile(co, out, emit, runner, stats);
+}
+
+} // namespace
+} // namespace hgp
+
+int main(int argc, char** argv) { return hgp::main(argc, argv); }
