@@ -16,8 +16,13 @@ writes of the plan as compiled, so fusion lowers it) over the time and the HBM b
         [--torch-modes eager,graph,compile,graph-nchw] [--steps 160] [--op-times] [--single-stream]
         [--unfused] [--nchw] [--cudnn-fusion] [--profile] [--warm-compile-gpu 1] [--precision tf32|fp32|bf16|fp16]
 
-graph-nchw (bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside the
-channels_last variants, to show what the layout is worth to PyTorch's kernels.
+graph-nchw (tf32/bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside
+the channels_last variants, to show what the layout is worth to PyTorch's kernels.
+
+--suite broad (issue 19) runs the ten cases and models.BROAD_CASES (resnet34, resnet101,
+wide_resnet50_2, resnext50_32x4d, densenet121, shufflenet_v2_x1_0, regnet_y_1_6gf,
+mobilenet_v3_large, mnasnet1_0, squeezenet1_1, inception_v3); --suite all adds efficientnet_b0 and
+convnext_tiny (they need issue 23's ops). --cases overrides the suite.
 
 --warm-compile-gpu G compiles every torch.compile case first in background processes on GPU G
 (pinned to the CPUs the timing does not use), while this process times hgpc and the other
@@ -55,7 +60,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(__file__))
-from models import CASES, make  # noqa: E402
+from models import SUITES, make  # noqa: E402
 
 
 HOLD_BATCH = True  # hgpc steps on one batch held on the device (--input-pipeline: off)
@@ -65,7 +70,8 @@ SINGLE_STREAM = ("--max-streams", "1", "--no-split", "--no-pipeline")
 
 
 # --precision: hgpc's --precision, and what PyTorch runs for it. bf16/fp16 is PyTorch's automatic
-# mixed precision (autocast; fp32 weights and optimizer) with channels_last, its fastest form.
+# mixed precision (autocast; fp32 weights and optimizer) with channels_last, its fastest form;
+# tf32 is channels_last too, as hgpc's --layout auto is there (issue 19).
 PRECISION = "tf32"
 
 
@@ -88,7 +94,8 @@ def torch_step_ms(name, batch, mode, iters=30, reps=5):
     nchw = mode == "graph-nchw"
     if nchw:
         mode = "graph"
-    if half is not None and len(shape) == 3 and not nchw:
+    # channels_last wherever hgpc's --layout auto gives it: tf32 as well as bf16/fp16.
+    if PRECISION != "fp32" and len(shape) == 3 and not nchw:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     scaler = torch.amp.GradScaler("cuda") if half == torch.float16 else None
@@ -213,7 +220,7 @@ def torch_kernel_summary(name, batch, top=14):
     # (fp16 without a GradScaler: the kernels are the same, and no step is skipped on random data).
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(PRECISION)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = PRECISION != "fp32"
-    if half is not None and len(shape) == 3:
+    if PRECISION != "fp32" and len(shape) == 3:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
 
@@ -383,7 +390,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--hgpc", default="hgpc")
-    ap.add_argument("--cases", default=",".join("%s:%d" % c for c in CASES))
+    ap.add_argument("--suite", default="default", choices=sorted(SUITES),
+                    help="the cases when --cases is not given: default (the ten of models.CASES), "
+                         "broad (those and models.BROAD_CASES, issue 19), all (and MODERN_CASES)")
+    ap.add_argument("--cases", default=None, help="model:batch,... (default: the --suite's)")
     ap.add_argument("--torch-modes", default="eager,graph")
     ap.add_argument("--compile-cases", default="",
                     help="time torch.compile only for these cases (default: every case); its "
@@ -423,6 +433,8 @@ def main():
                          "and copied to the device) instead of --hold-batch")
     ap.add_argument("--warm-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cases is None:
+        args.cases = ",".join("%s:%d" % c for c in SUITES[args.suite])
     global PRECISION, HOLD_BATCH
     PRECISION = args.precision
     HOLD_BATCH = not args.input_pipeline

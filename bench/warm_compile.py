@@ -10,7 +10,7 @@ and Triton caches filled (set TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR to th
 in both) and its torch.compile timings start from cache hits. It times nothing itself: run it
 beside correctness tests, never beside a benchmark.
 
-    python3 bench/warm_compile.py --precisions tf32,bf16 --jobs 8 [--cases lenet5:64,...]
+    python3 bench/warm_compile.py --precisions tf32,bf16 --jobs 8 [--suite broad] [--cases lenet5:64,...]
 
 It prints one line per pair (seconds, exit status, the end of stderr on failure) and, last,
 `warm-up done: N of M in S s`.
@@ -23,15 +23,19 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from models import CASES  # noqa: E402
+from models import SUITES  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default=",".join("%s:%d" % c for c in CASES))
+    ap.add_argument("--suite", default="default", choices=sorted(SUITES),
+                    help="the cases when --cases is not given (bench.py's --suite)")
+    ap.add_argument("--cases", default=None)
     ap.add_argument("--precisions", default="tf32,bf16")
     ap.add_argument("--jobs", type=int, default=8)
     args = ap.parse_args()
+    if args.cases is None:
+        args.cases = ",".join("%s:%d" % c for c in SUITES[args.suite])
     bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench.py")
     pairs = [(spec, p) for p in args.precisions.split(",") for spec in args.cases.split(",")]
     t0 = time.time()
