@@ -250,6 +250,8 @@ private:
   }
 
   Status importOutputs() {
+    if (g_.output_size() == 0)
+      return invalid("the graph has no outputs; hgpc trains and evaluates the first one");
     for (const auto& vi : g_.output()) {
       const std::string& name = vi.name();
       Value* v = nullptr;

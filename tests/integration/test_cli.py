@@ -45,7 +45,9 @@ class CliTest(HgpcTestCase):
     def test_usage_errors_exit_2(self):
         for args in (["compile"], ["compile", "/no/such/model.onnx"], ["frobnicate"],
                      ["compile", LENET, "--batch", "x"], ["compile", LENET, "--emit", "asm"],
-                     ["compile", LENET, "--batch", "4"]):
+                     ["compile", LENET, "--batch", "4"], ["compile", LENET, "--batch", "0"],
+                     ["compile", LENET, "--batch", "-3"], ["plan", LENET, "--batch", "0"],
+                     ["inspect", LENET, "--batch", "-3"]):
             with self.subTest(args=args):
                 code, _, err = run([HGPC, *args])
                 self.assertEqual(code, 2, err)

@@ -165,6 +165,8 @@ def build():
         [helper.make_node("Relu", ["x"], ["y"])], [tin("x", [2, "C"])], [tin("y", None)]))
     case("undefined_output.onnx", "graph output 'nothing' is not computed", model(
         [helper.make_node("Relu", ["x"], ["y"])], [tin("x", [2])], [tin("nothing", None)]))
+    case("no_outputs.onnx", "the graph has no outputs", model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], [tin("x", [2, 3])], []))
     case("runtime_reshape_shape.onnx",
          "node 'reshape' (Reshape): shape 's' must be known at compile time", model(
              [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],

@@ -99,6 +99,17 @@ void addSlicingOptions(CLI::App* cmd, SliceOptions& s) {
       ->check(CLI::Range(1, 64));
 }
 
+/// A count that must be at least 1 (--batch): 0 or a negative number is a usage error that says
+/// so, not a request for the model's own batch dim.
+const CLI::Validator kPositiveCount(
+    [](std::string& s) -> std::string {
+      long long v = 0;
+      size_t used = 0;
+      try { v = std::stoll(s, &used); } catch (...) { used = 0; }
+      return used == s.size() && v >= 1 ? "" : "must be a whole number of at least 1, got " + s;
+    },
+    "N>=1");
+
 /// The fusion switch, shared by `compile` and `plan` (docs/fusion.md).
 void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
   cmd->add_flag_function(
@@ -179,7 +190,8 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "print a model's inputs, outputs, parameters, "
                                                 "op histogram and per-layer shapes and FLOPs");
   inspect->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
-  inspect->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  inspect->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)")
+      ->check(kPositiveCount);
 
   CompileOptions co;
   std::string out, emit, runner, passes;
@@ -190,7 +202,8 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", out, "the executable to write");
   compile->add_option("--emit", emit, "also print: ir (imported), train-ir, plan")
       ->check(CLI::IsMember({"ir", "train-ir", "plan"}));
-  compile->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  compile->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)")
+      ->check(kPositiveCount);
   compile->add_flag("--forward-only", forwardOnly, "compile the forward pass only (no training)");
   compile->add_option("--weights", weights,
                       "embed: carry initial weights in the executable; reference: read them from "
@@ -226,7 +239,8 @@ int main(int argc, char** argv) {
   auto* plan = app.add_subcommand("plan", "print the scheduled training plan with the cost "
                                           "model's predictions for a target GPU");
   plan->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
-  plan->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)");
+  plan->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)")
+      ->check(kPositiveCount);
   plan->add_option("--target", target, "the GPU to plan for: h200, h100, a100, v100, t4, l4 or "
                                        "auto (the local GPU)");
   int maxStreams = 4;
