@@ -1,13 +1,15 @@
 // RunnerMain.cpp - the command line of every executable hgpc generates.
 //
 //   EXE --data SPEC [--eval SPEC] (--epochs N | --steps N) [--device auto|cpu|cuda]
-//       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--resume CKPT]
+//       [--shuffle on|off] [--save OUT.onnx] [--checkpoint-dir DIR] [--checkpoint-every N]
+//       [--resume CKPT]
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
 //       [--deterministic] [--max-nonfinite N] [--op-times FILE] [--profile FILE]
 //       [--trace FILE.json] [--gpus N] [--rendezvous DIR] [--timeout SECONDS]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
-// 7 diverged, 8 out of memory, 9 peer rank failed (docs/exit-codes.md).
+// 7 diverged, 8 out of memory, 9 peer rank failed; 130 and 143 stopped by SIGINT and SIGTERM
+// with a checkpoint (docs/exit-codes.md).
 #include "runtime/runner/Launcher.h"
 #include "runtime/runner/Trainer.h"
 
@@ -35,7 +37,14 @@ int main(int argc, char** argv) {
   app.add_option("--shuffle", shuffle, "on or off (off: batches in file order)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--save", o.save, "write the trained model as ONNX");
-  app.add_option("--checkpoint-dir", o.checkpointDir, "write checkpoints here after every epoch");
+  auto* ckptDir = app.add_option("--checkpoint-dir", o.checkpointDir,
+                                 "write checkpoints here after every epoch (and every "
+                                 "--checkpoint-every steps, and when SIGINT or SIGTERM stops "
+                                 "the run)");
+  app.add_option("--checkpoint-every", o.checkpointEvery,
+                 "also write a checkpoint every N steps: what a kill -9 or a power loss can cost")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->needs(ckptDir);
   app.add_option("--resume", o.resume, "continue from a checkpoint");
   app.add_option("--metrics", o.metrics, "write per-step metrics as JSON lines");
   app.add_option("--progress", progress, "auto, bar, plain or none")
@@ -81,6 +90,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : exitCodeFor(ErrorCode::Usage);
   }
   o.shuffle = shuffle == "on";
+  o.argv.assign(argv, argv + argc);
   static const std::map<std::string, ProgressMode> modes = {{"auto", ProgressMode::Auto},
                                                             {"bar", ProgressMode::Bar},
                                                             {"plain", ProgressMode::Plain},

@@ -4,12 +4,15 @@
 #include "runtime/bundle/Bundle.h"
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Checkpoint.h"
+#include "runtime/runner/Destinations.h"
 #include "runtime/runner/Devices.h"
 #include "runtime/runner/Distributed.h"
+#include "runtime/runner/Interrupt.h"
 #include "runtime/runner/MetricsLog.h"
 #include "runtime/runner/MpiBootstrap.h"
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <unistd.h>
@@ -89,6 +92,16 @@ public:
     }
     bo.profile = perRankPath(opt_.profile, ranks_);
     bo.trace = perRankPath(opt_.trace, ranks_);
+    // Every destination before anything slow: a run must not train and then find that it
+    // cannot keep the result.
+    if (lead_) {
+      HGP_TRY(prepareFileDestination(opt_.save, "--save"));
+      HGP_TRY(prepareFileDestination(opt_.metrics, "--metrics"));
+      HGP_TRY(prepareFolderDestination(opt_.checkpointDir, "--checkpoint-dir"));
+    }
+    HGP_TRY(prepareFileDestination(bo.profile, "--profile"));
+    HGP_TRY(prepareFileDestination(bo.trace, "--trace"));
+    HGP_TRY(prepareFileDestination(bo.opTimes, "--op-times"));
     HGP_ASSIGN_OR_RETURN(backend_, selectBackend(device, bo));
     if ((!opt_.profile.empty() || !opt_.trace.empty()) && std::string(backend_->name()) != "cuda")
       return Status(ErrorCode::Device, "--profile and --trace record GPU kernels and need the CUDA "
@@ -132,11 +145,6 @@ public:
     if (!opt_.metrics.empty() && lead_) {
       HGP_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(opt_.metrics));
     }
-    if (!opt_.checkpointDir.empty() && lead_) {
-      std::error_code ec;
-      std::filesystem::create_directories(opt_.checkpointDir, ec);
-      if (ec) return Status(ErrorCode::Io, "cannot create '" + opt_.checkpointDir + "': " + ec.message());
-    }
     if (!opt_.resume.empty()) {
       HGP_ASSIGN_OR_RETURN(pos_, readCheckpoint(opt_.resume, plan_, fingerprint_, *backend_));
       if (!quiet_) std::fprintf(stderr, "resuming at step %lld (epoch %lld, batch %lld) from %s\n",
@@ -163,6 +171,8 @@ public:
                                            "(after warm-up); train at least 3 steps"));
     progress_ = std::make_unique<Progress>(lead_ ? opt_.progress : ProgressMode::None, total);
     reported_ = startStep_ = pos_.step;
+    endEpoch_ = pos_.epoch + opt_.epochs;
+    installInterruptHandlers();
     int input = plan_.binding("input"), labels = plan_.binding("labels");
     windowStart_ = Clock::now();
     auto runStart = Clock::now();
@@ -211,6 +221,11 @@ public:
       if (epochEnd) {
         if (int code = endOfEpoch(pos_.epoch - 1); code != 0) return code;
       }
+      if (opt_.checkpointEvery > 0 && lead_ && pos_.step % opt_.checkpointEvery == 0 &&
+          lastCheckpointStep_ != pos_.step)
+        if (Status st = checkpoint(); !st) return fail(st);
+      if (int sig = pendingInterrupt(); sig != 0 && done + 1 < total)
+        return interrupted(sig, total - done - 1);
     }
     progress_->finish();
     // No collective follows the last step, and ranks that finish first close their connections,
@@ -309,6 +324,32 @@ private:
     if (!opt_.checkpointDir.empty() && lead_)
       if (Status st = checkpoint(); !st) return fail(st);
     return 0;
+  }
+
+  /// Ends a run that signal `sig` interrupted after a whole step, `left` steps short of its
+  /// end: reports the steps not yet reported, writes a checkpoint and says how to continue.
+  int interrupted(int sig, int64_t left) {
+    if (reported_ != pos_.step)
+      if (int code = report(); code != 0) return code;
+    progress_->finish();
+    watchdog_.reset();
+    const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    if (!lead_) return interruptExitCode(sig);
+    std::string dir = opt_.checkpointDir.empty() ? "." : opt_.checkpointDir;
+    std::string path = (std::filesystem::path(dir) / "checkpoint.hgpc").string();
+    if (lastCheckpointStep_ != pos_.step || opt_.checkpointDir.empty())
+      if (Status st = writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_); !st)
+        return fail(std::move(st).withContext("interrupted by " + std::string(name) +
+                                              " after step " + std::to_string(pos_.step) +
+                                              ", writing the checkpoint"));
+    std::string budget = opt_.steps > 0 ? "--steps " + std::to_string(left)
+                                        : "--epochs " + std::to_string(endEpoch_ - pos_.epoch);
+    std::fprintf(stderr,
+                 "interrupted by %s: stopped after step %lld (epoch %lld, batch %lld), %lld "
+                 "steps short of the end; checkpoint written to %s\nto continue: %s\n",
+                 name, (long long)pos_.step, (long long)pos_.epoch + 1, (long long)pos_.batch,
+                 (long long)left, path.c_str(), resumeCommand(opt_.argv, path, budget).c_str());
+    return interruptExitCode(sig);
   }
 
   bool evaluatedAtStep(int64_t step) const { return lastEvalStep_ == step; }
@@ -440,6 +481,7 @@ private:
   CheckpointPosition pos_;
   int64_t batch_ = 0, reported_ = 0, startStep_ = 0, nonFinite_ = 0;
   int64_t lastEvalStep_ = -1, lastCheckpointStep_ = -1;
+  int64_t endEpoch_ = 0; ///< With --epochs: the epoch this run ends at (its first batch).
   float lastLoss_ = 0;
   std::vector<float> ring_;
   std::vector<int64_t> windowEpochs_; ///< The epoch of each step not yet reported.

@@ -4,7 +4,10 @@
 // batch, feeding data from a loader thread. Metrics are not read every step: the program logs
 // them into an on-device ring, which the host reads every K steps (K = the ring size), so a GPU
 // backend never waits on the host. After each epoch it evaluates (--eval) and checkpoints
-// (--checkpoint-dir). At the end it saves the trained model as ONNX (--save).
+// (--checkpoint-dir; also every --checkpoint-every steps). At the end it saves the trained model
+// as ONNX (--save). SIGINT and SIGTERM stop it after the step in flight, with a checkpoint and
+// the command line that continues the run (Interrupt.h); the destinations it writes are checked
+// before the first step (Destinations.h).
 #pragma once
 
 #include "runtime/Backend.h"
@@ -14,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hgp {
 
@@ -23,6 +27,9 @@ struct RunOptions {
   std::string device = "auto";
   bool shuffle = true;
   std::string save, checkpointDir, resume, metrics;
+  int64_t checkpointEvery = 0; ///< Also checkpoint every N steps (0: only after each epoch).
+  /// The command line, for the resume hint an interrupted run prints.
+  std::vector<std::string> argv;
   ProgressMode progress = ProgressMode::Auto;
   std::optional<uint64_t> seed; ///< The shuffling seed; defaults to the compiled --seed.
   int64_t maxNonFinite = 5;     ///< Consecutive skipped steps before the run stops.

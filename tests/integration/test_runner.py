@@ -43,6 +43,109 @@ class RunnerTest(HgpcTestCase):
         self.assertTrue(filecmp.cmp(self.path("a.onnx"), self.path("b.onnx"), shallow=False),
                         "3+3 steps with a resume differ from 6 steps")
 
+    def test_interrupted_run_resumes_bit_identically(self):
+        """SIGINT and SIGTERM at a random step: the run finishes that step, writes a checkpoint,
+        exits 130 or 143 and prints the command that continues it; that command ends with the
+        same weights, bit for bit, as a run that was never interrupted (shuffled epochs, AdamW
+        state, BN-free LeNet on the CPU backend)."""
+        import shlex
+        import signal
+        import subprocess
+        import time
+        exe = self.compile(args=["--batch", "8", "--optimizer", "adamw", "--lr", "0.01",
+                                 "--metrics-every", "1"])
+        data = random_data(self, 40)  # 5 batches per epoch: the interruption lands mid-epoch
+        steps = 60
+        code, _, err = run([exe, "--data", data, "--steps", str(steps), "--save",
+                            self.path("whole.onnx"), "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        rng = random.Random()
+        for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+            at = rng.randrange(2, steps - 20)
+            with self.subTest(signal=sig.name, at=at):
+                saved, metrics = self.path("cut-%s.onnx" % sig.name), self.path("m.jsonl")
+                if os.path.exists(metrics):
+                    os.remove(metrics)
+                p = subprocess.Popen([exe, "--data", data, "--steps", str(steps), "--save", saved,
+                                      "--metrics", metrics, "--checkpoint-dir", self.path(sig.name),
+                                      "--progress", "none"], stderr=subprocess.PIPE, text=True)
+                deadline = time.time() + 120
+                while time.time() < deadline and p.poll() is None:
+                    if os.path.exists(metrics) and len(read_jsonl(metrics)) >= at:
+                        break
+                    time.sleep(0.002)
+                p.send_signal(sig)
+                err = p.communicate(timeout=120)[1]
+                self.assertEqual(p.returncode, want, err)
+                done = len([r for r in read_jsonl(metrics) if "eval" not in r])
+                self.assertIn("interrupted by %s: stopped after step %d " % (sig.name, done), err)
+                self.assertFalse(os.path.exists(saved), "an interrupted run saved the model")
+                cont = [l for l in err.splitlines() if l.startswith("to continue: ")]
+                self.assertEqual(len(cont), 1, err)
+                argv = shlex.split(cont[0][len("to continue: "):])
+                self.assertIn("--steps %d" % (steps - done), cont[0])
+                code, _, err = run(argv)
+                self.assertEqual(code, 0, err)
+                self.assertIn("resuming at step %d" % done, err)
+                self.assertTrue(filecmp.cmp(self.path("whole.onnx"), saved, shallow=False),
+                                "interrupted after %d steps and resumed: the weights differ" % done)
+
+    def test_checkpoint_every_bounds_what_a_kill_loses(self):
+        """--checkpoint-every 4 and a SIGKILL: the checkpoint left is at a multiple of 4 steps
+        and continues to the uninterrupted weights; without --checkpoint-dir it is refused."""
+        import signal
+        import subprocess
+        import time
+        exe = self.compile(args=["--batch", "8", "--metrics-every", "1"])
+        data = random_data(self, 40)
+        code, _, err = run([exe, "--data", data, "--steps", "40", "--save", self.path("a.onnx"),
+                            "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        ckpt, metrics = self.path("ckpt"), self.path("m.jsonl")
+        p = subprocess.Popen([exe, "--data", data, "--steps", "40", "--checkpoint-dir", ckpt,
+                              "--checkpoint-every", "4", "--metrics", metrics, "--progress", "none"],
+                             stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(metrics) and len(read_jsonl(metrics)) >= 10:
+                break
+            time.sleep(0.002)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        with open(os.path.join(ckpt, "checkpoint.hgpc"), "rb") as f:
+            step = struct.unpack("<q", f.read(48)[40:48])[0]
+        self.assertEqual(step % 4, 0)
+        self.assertGreaterEqual(step, 8)
+        code, _, err = run([exe, "--data", data, "--steps", str(40 - step), "--resume",
+                            os.path.join(ckpt, "checkpoint.hgpc"), "--save", self.path("b.onnx"),
+                            "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(filecmp.cmp(self.path("a.onnx"), self.path("b.onnx"), shallow=False))
+        code, _, err = run([exe, "--data", data, "--steps", "4", "--checkpoint-every", "2"])
+        self.assertEqual(code, 2, err)
+
+    def test_destinations_are_checked_before_training(self):
+        """--save into a folder that does not exist yet is created; a destination that cannot be
+        written fails with exit 4 and names its flag before the first step."""
+        exe = self.compile(args=["--batch", "4"])
+        nested = self.path(os.path.join("new", "folder", "m.onnx"))
+        code, _, err = run([exe, "--data", "synthetic", "--steps", "1", "--save", nested,
+                            "--progress", "none"])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(os.path.exists(nested))
+        blocker = self.path("a-file")
+        open(blocker, "w").close()
+        for flag, value in (("--save", os.path.join(blocker, "m.onnx")), ("--save", self.tmp),
+                            ("--metrics", os.path.join(blocker, "m.jsonl")),
+                            ("--checkpoint-dir", os.path.join(blocker, "ckpt")),
+                            ("--trace", os.path.join(blocker, "t.json"))):
+            with self.subTest(flag=flag, value=value):
+                code, _, err = run([exe, "--data", "synthetic", "--steps", "1", flag, value,
+                                    "--progress", "plain"])
+                self.assertEqual(code, 4, err)
+                self.assertIn(flag + " '", err)
+                self.assertNotIn("training ", err)
+
     def test_hold_batch_trains_every_step_on_the_first_batch(self):
         # --hold-batch (benchmarks) uploads the first batch once: the first step sees what a
         # normal run's first step sees, and every later step the same batch again, so plain SGD
