@@ -11,7 +11,8 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev llvm-14-dev zlib1g-dev \
   libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev libgtest-dev \
   python3-torch python3-torchvision python3-onnx python3-numpy \
-  libonnx-testdata dataset-fashion-mnist openmpi-bin libopenmpi3
+  libonnx-testdata dataset-fashion-mnist openmpi-bin libopenmpi3 \
+  libturbojpeg0-dev libpng-dev python3-pil
 
 .PHONY: all build deps test test-slow demo dist clean format
 

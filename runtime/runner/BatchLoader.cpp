@@ -26,13 +26,21 @@ std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t 
 }
 
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
-                         bool dropLast, int64_t epoch, int64_t index, int rank, int ranks)
+                         bool dropLast, int64_t epoch, int64_t index, int rank, int ranks,
+                         unsigned threads)
     : data_(data), batch_(batch), shuffle_(shuffle), dropLast_(dropLast), seed_(seed),
-      epoch_(epoch), index_(index), rank_(dropLast ? rank : 0), ranks_(dropLast ? ranks : 1) {
+      epoch_(epoch), index_(index), rank_(dropLast && !data.shardedByRank() ? rank : 0),
+      ranks_(dropLast && !data.shardedByRank() ? ranks : 1) {
   perEpoch_ = dropLast ? data.size() / (batch * ranks_) : (data.size() + batch - 1) / batch;
-  // Batches of a few megabytes or more are filled by several threads.
-  if (batch * numElements(data.sampleShape()) * int64_t(sizeof(float)) >= (int64_t(4) << 20))
-    pool_ = std::make_unique<ThreadPool>(std::min(4u, std::max(1u, std::thread::hardware_concurrency() / 2)));
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (data.decodes()) {
+    // Decoding images: the loader thread and threads - 1 workers.
+    unsigned n = threads ? threads : std::max(1u, cores - 1);
+    if (n > 1) pool_ = std::make_unique<ThreadPool>(n - 1);
+  } else if (batch * numElements(data.sampleShape()) * int64_t(sizeof(float)) >= (int64_t(4) << 20)) {
+    // Batches of a few megabytes or more are filled by several threads.
+    pool_ = std::make_unique<ThreadPool>(std::min(4u, std::max(1u, cores / 2)));
+  }
   if (perEpoch_ > 0) thread_ = std::thread([this] { produce(); });
 }
 
@@ -53,10 +61,16 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   b.labels.resize(size_t(batch_));
   int64_t first = (index * ranks_ + rank_) * batch_;
   b.valid = std::min(batch_, data_.size() - first);
+  b.status = Status::ok();
+  std::mutex failMu;
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
-      data_.get(sample, b.images.data() + r * per, &b.labels[size_t(r)]);
+      Status st = data_.get(sample, epoch, b.images.data() + r * per, &b.labels[size_t(r)]);
+      if (!st) {
+        std::lock_guard<std::mutex> lock(failMu);
+        if (b.status) b.status = std::move(st);
+      }
     }
   };
   if (pool_) pool_->parallelFor(batch_, 1, rows);
@@ -65,7 +79,7 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
 
 void BatchLoader::produce() {
   int64_t epoch = epoch_, index = index_;
-  std::vector<int64_t> order = epochOrder(data_.size(), shuffle_, seed_, epoch);
+  std::vector<int64_t> order = data_.order(shuffle_, seed_, epoch);
   for (;;) {
     std::unique_ptr<Batch> b;
     {
@@ -86,7 +100,7 @@ void BatchLoader::produce() {
     cv_.notify_all();
     if (++index == perEpoch_) {
       index = 0;
-      order = epochOrder(data_.size(), shuffle_, seed_, ++epoch);
+      order = data_.order(shuffle_, seed_, ++epoch);
     }
   }
 }

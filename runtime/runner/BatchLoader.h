@@ -28,14 +28,18 @@ struct Batch {
   int64_t valid = 0;            ///< Real rows (the rest repeat the last real sample).
   std::vector<float> images;
   std::vector<int64_t> labels;
+  /// Not ok when a sample could not be read (a corrupt image under --bad-images fail).
+  Status status;
 };
 
 class BatchLoader {
 public:
   /// `dropLast`: training mode (full batches only). Starts producing at (epoch, index). This
-  /// loader reads rank `rank`'s shard of `ranks` (training mode only).
+  /// loader reads rank `rank`'s shard of `ranks` (training mode only). `threads` fill a batch
+  /// of decoded images (Dataset::decodes) together; 0 means all cores but one.
   BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed, bool dropLast,
-              int64_t epoch = 0, int64_t index = 0, int rank = 0, int ranks = 1);
+              int64_t epoch = 0, int64_t index = 0, int rank = 0, int ranks = 1,
+              unsigned threads = 0);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

@@ -1,5 +1,8 @@
 #include "runtime/runner/Dataset.h"
 
+#include "runtime/runner/BatchLoader.h"
+#include "runtime/runner/ImageDataset.h"
+
 #include <zlib.h>
 
 #include <cmath>
@@ -75,12 +78,18 @@ public:
         floats_(std::move(floats)), labels_(std::move(labels)) {}
   int64_t size() const override { return int64_t(labels_.size()); }
   const Shape& sampleShape() const override { return shape_; }
-  void get(int64_t i, float* image, int64_t* label) const override {
+  Status get(int64_t i, int64_t, float* image, int64_t* label) const override {
     int64_t n = numElements(shape_);
     if (!floats_.empty()) std::memcpy(image, floats_.data() + i * n, size_t(n) * sizeof(float));
     else
       for (int64_t k = 0; k < n; ++k) image[k] = float(bytes_[size_t(i * n + k)]) / 255.0f;
     *label = labels_[size_t(i)];
+    return Status::ok();
+  }
+  /// 8-bit data (idx, CIFAR) as an image source, for augmentation; null for float data.
+  std::unique_ptr<ImageSource> takeImages() {
+    if (bytes_.empty()) return nullptr;
+    return memoryImageSource(what_, shape_, std::move(bytes_), std::move(labels_));
   }
   std::string describe() const override {
     return what_ + " (" + std::to_string(size()) + " samples of " + shapeToString(shape_) + ")";
@@ -127,31 +136,36 @@ Expected<std::unique_ptr<Dataset>> openIdx(const std::string& kind, const std::s
       std::move(labels)));
 }
 
-Expected<std::unique_ptr<Dataset>> openCifar10(const std::string& dir, Split split,
-                                               const DatasetRequirements& req) {
+/// CIFAR-10's batches (a label byte per record) or CIFAR-100's train.bin/test.bin (a coarse
+/// and a fine label byte per record; the fine label is the class).
+Expected<std::unique_ptr<Dataset>> openCifar(const std::string& dir, bool hundred, Split split,
+                                             const DatasetRequirements& req) {
   std::vector<std::string> files;
-  if (split == Split::Train)
+  if (hundred) files.push_back(split == Split::Train ? "train.bin" : "test.bin");
+  else if (split == Split::Train)
     for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + std::to_string(i) + ".bin");
   else
     files.push_back("test_batch.bin");
-  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  const size_t labelBytes = hundred ? 2 : 1, record = labelBytes + 3 * 32 * 32;
+  const std::string name = hundred ? "cifar100" : "cifar10";
   std::vector<uint8_t> pixels;
   std::vector<int64_t> labels;
   for (const auto& f : files) {
     std::string path = (std::filesystem::path(dir) / f).string();
     HGP_ASSIGN_OR_RETURN(auto bytes, readMaybeGzip(path));
-    if (bytes.empty() || bytes.size() % kRecord != 0)
-      return badData("'" + path + "' is not a CIFAR-10 binary batch (size " +
-                     std::to_string(bytes.size()) + " is not a multiple of 3073)");
-    for (size_t r = 0; r < bytes.size(); r += kRecord) {
-      labels.push_back(bytes[r]);
-      pixels.insert(pixels.end(), bytes.begin() + long(r) + 1, bytes.begin() + long(r + kRecord));
+    if (bytes.empty() || bytes.size() % record != 0)
+      return badData("'" + path + "' is not a " + (hundred ? "CIFAR-100" : "CIFAR-10") +
+                     " binary file (size " + std::to_string(bytes.size()) +
+                     " is not a multiple of " + std::to_string(record) + ")");
+    for (size_t r = 0; r < bytes.size(); r += record) {
+      labels.push_back(bytes[r + labelBytes - 1]);
+      pixels.insert(pixels.end(), bytes.begin() + long(r + labelBytes), bytes.begin() + long(r + record));
     }
   }
-  HGP_TRY(checkLabels(labels, req.classes, "CIFAR-10 in '" + dir + "'"));
+  HGP_TRY(checkLabels(labels, req.classes, name + " in '" + dir + "'"));
   return std::unique_ptr<Dataset>(new MemoryDataset(
-      std::string("cifar10 ") + (split == Split::Train ? "train" : "test"), Shape{3, 32, 32},
-      std::move(pixels), {}, std::move(labels)));
+      name + (split == Split::Train ? " train" : " test"), Shape{3, 32, 32}, std::move(pixels), {},
+      std::move(labels)));
 }
 
 /// A parsed .npy header: dtype descr, shape, and where the data starts.
@@ -263,10 +277,11 @@ public:
   }
   int64_t size() const override { return n_; }
   const Shape& sampleShape() const override { return shape_; }
-  void get(int64_t i, float* image, int64_t* label) const override {
+  Status get(int64_t i, int64_t, float* image, int64_t* label) const override {
     int64_t per = numElements(shape_), k = i % int64_t(labels_.size());
     std::memcpy(image, pixels_.data() + k * per, size_t(per) * sizeof(float));
     *label = labels_[size_t(k)];
+    return Status::ok();
   }
   std::string describe() const override {
     return "synthetic (" + std::to_string(n_) + " samples of " + shapeToString(shape_) + ")";
@@ -286,14 +301,15 @@ public:
       : base_(std::move(base)), mean_(std::move(mean)), sd_(std::move(sd)) {}
   int64_t size() const override { return base_->size(); }
   const Shape& sampleShape() const override { return base_->sampleShape(); }
-  void get(int64_t i, float* image, int64_t* label) const override {
-    base_->get(i, image, label);
+  Status get(int64_t i, int64_t epoch, float* image, int64_t* label) const override {
+    HGP_TRY(base_->get(i, epoch, image, label));
     const Shape& s = sampleShape();
     int64_t channels = s.empty() ? 1 : s[0], per = numElements(s) / std::max<int64_t>(channels, 1);
     for (int64_t c = 0; c < channels; ++c) {
       float m = mean_[size_t(mean_.size() == 1 ? 0 : c)], inv = 1.0f / sd_[size_t(sd_.size() == 1 ? 0 : c)];
       for (int64_t k = 0; k < per; ++k) image[c * per + k] = (image[c * per + k] - m) * inv;
     }
+    return Status::ok();
   }
   std::string describe() const override { return base_->describe() + ", standardized"; }
 
@@ -302,7 +318,49 @@ private:
   std::vector<float> mean_, sd_;
 };
 
+Status checkNormalize(const DatasetRequirements& req, const Shape& sample) {
+  int64_t channels = sample.empty() ? 1 : sample[0];
+  auto fits = [&](size_t n) { return n == 1 || int64_t(n) == channels; };
+  if (!fits(req.mean.size()) || !fits(req.stddev.size()))
+    return Status(ErrorCode::Usage, "--normalize needs one mean and one std, or one of each per "
+                                    "channel (" + std::to_string(channels) + ")");
+  for (float sd : req.stddev)
+    if (!(sd > 0)) return Status(ErrorCode::Usage, "--normalize: std must be positive");
+  return Status::ok();
+}
+
+/// Image data decoded (or taken from memory) and augmented per sample, at the model's shape.
+Expected<std::unique_ptr<Dataset>> imageData(std::unique_ptr<ImageSource> src, Split split,
+                                             const DatasetRequirements& req) {
+  const Shape& shape = req.sampleShape;
+  if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3))
+    return badData(src->describe() + ": image data feeds models whose input is N x C x H x W "
+                   "with 1 or 3 channels; this model's sample is " + shapeToString(shape));
+  if (req.classes > 0 && int64_t(src->classes().size()) > req.classes)
+    return badData(src->describe() + " has " + std::to_string(src->classes().size()) +
+                   " classes; the model has " + std::to_string(req.classes) + " outputs");
+  for (int64_t i = 0; i < src->size() && src->classes().empty(); ++i)
+    if (src->label(i) < 0 || (req.classes > 0 && src->label(i) >= req.classes))
+      return badData(src->name(i) + ": label " + std::to_string(src->label(i)) + " is outside [0, " +
+                     std::to_string(req.classes) + ")");
+  ImageDatasetOptions o;
+  o.sampleShape = shape;
+  o.augment = req.augment;
+  o.train = split == Split::Train;
+  o.seed = req.seed;
+  o.skipBad = req.skipBadImages;
+  if (!req.mean.empty()) {
+    HGP_TRY(checkNormalize(req, shape));
+    o.mean = req.mean, o.stddev = req.stddev;
+  }
+  return makeImageDataset(std::move(src), o);
+}
+
 } // namespace
+
+std::vector<int64_t> Dataset::order(bool shuffle, uint64_t seed, int64_t epoch) const {
+  return epochOrder(size(), shuffle, seed, epoch);
+}
 
 Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split split,
                                                const DatasetRequirements& req) {
@@ -312,9 +370,21 @@ Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split sp
   if (kind == "fashion-mnist" || kind == "mnist") {
     if (rest.empty()) return Status(ErrorCode::Usage, kind + ": expects " + kind + ":DIR");
     HGP_ASSIGN_OR_RETURN(ds, openIdx(kind, rest, split, req));
-  } else if (kind == "cifar10") {
-    if (rest.empty()) return Status(ErrorCode::Usage, "cifar10: expects cifar10:DIR");
-    HGP_ASSIGN_OR_RETURN(ds, openCifar10(rest, split, req));
+  } else if (kind == "cifar10" || kind == "cifar100") {
+    if (rest.empty()) return Status(ErrorCode::Usage, kind + ": expects " + kind + ":DIR");
+    HGP_ASSIGN_OR_RETURN(ds, openCifar(rest, kind == "cifar100", split, req));
+  } else if (kind == "imagefolder" || kind == "shards") {
+    if (rest.empty()) return Status(ErrorCode::Usage, kind + ": expects " + kind + (kind == "shards" ? ":PATTERN" : ":DIR"));
+    std::unique_ptr<ImageSource> src;
+    if (kind == "imagefolder") {
+      HGP_ASSIGN_OR_RETURN(src, openImageFolder(rest, split == Split::Test ? req.trainClasses
+                                                                              : std::vector<std::string>{},
+                                                req.skipBadImages));
+    } else {
+      HGP_ASSIGN_OR_RETURN(src, openTarShards(rest, req.rank, req.ranks, split == Split::Test ? req.trainClasses
+                                                                              : std::vector<std::string>{}));
+    }
+    return imageData(std::move(src), split, req);
   } else if (kind == "npy") {
     HGP_ASSIGN_OR_RETURN(ds, openNpy(rest, req));
   } else if (kind == "synthetic") {
@@ -325,20 +395,23 @@ Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split sp
   } else {
     return Status(ErrorCode::Usage, "unknown data spec '" + spec +
                                         "' (expected fashion-mnist:DIR, mnist:DIR, cifar10:DIR, "
+                                        "cifar100:DIR, imagefolder:DIR, shards:PATTERN, "
                                         "npy:IMAGES.npy,LABELS.npy or synthetic)");
   }
   if (!req.sampleShape.empty() && ds->sampleShape() != req.sampleShape)
     return badData(ds->describe() + " does not fit the model: its samples are " +
                    shapeToString(ds->sampleShape()) + ", the model's input wants " +
                    shapeToString(req.sampleShape));
+  if (split == Split::Train && req.augment.random()) {
+    auto* mem = dynamic_cast<MemoryDataset*>(ds.get());
+    std::unique_ptr<ImageSource> src = mem ? mem->takeImages() : nullptr;
+    if (!src)
+      return Status(ErrorCode::Usage, "--augment " + req.augment.recipe + " needs 8-bit images (idx, "
+                                      "CIFAR, image folders or shards), not " + ds->describe());
+    return imageData(std::move(src), split, req);
+  }
   if (!req.mean.empty()) {
-    int64_t channels = ds->sampleShape().empty() ? 1 : ds->sampleShape()[0];
-    auto fits = [&](size_t n) { return n == 1 || int64_t(n) == channels; };
-    if (!fits(req.mean.size()) || !fits(req.stddev.size()))
-      return Status(ErrorCode::Usage, "--normalize needs one mean and one std, or one of each per "
-                                      "channel (" + std::to_string(channels) + ")");
-    for (float sd : req.stddev)
-      if (!(sd > 0)) return Status(ErrorCode::Usage, "--normalize: std must be positive");
+    HGP_TRY(checkNormalize(req, ds->sampleShape()));
     ds.reset(new NormalizedDataset(std::move(ds), req.mean, req.stddev));
   }
   return ds;

@@ -3,6 +3,10 @@
 // A data spec names a format and where the files are:
 //   fashion-mnist:DIR, mnist:DIR   idx files (train-images-idx3-ubyte[.gz], t10k-...), gzipped or not
 //   cifar10:DIR                    the binary batches (data_batch_1..5.bin, test_batch.bin)
+//   cifar100:DIR                   train.bin and test.bin, with the 100 fine labels
+//   imagefolder:DIR                DIR/<class>/<image>.jpg|png, torchvision's ImageFolder
+//                                  (ImageDataset.h); the same spec serves --data and --eval
+//   shards:PATTERN                 WebDataset tar shards, key.jpg|png + key.cls (TarShards.h)
 //   npy:IMAGES.npy,LABELS.npy      float32 N x C x H x W and int64 (or int32) N
 //   synthetic[:N]                  N deterministic random samples (default 64 batches)
 // Every reader checks what it reads: sizes against headers, files against truncation, labels
@@ -11,6 +15,7 @@
 #pragma once
 
 #include "runtime/plan/Types.h"
+#include "runtime/runner/ImageAugment.h"
 
 #include <cstdint>
 #include <memory>
@@ -26,8 +31,20 @@ public:
   virtual int64_t size() const = 0;
   /// The shape of one sample, e.g. [1, 28, 28].
   virtual const Shape& sampleShape() const = 0;
-  /// Writes sample `index`'s pixels (float32, sampleShape) and label.
-  virtual void get(int64_t index, float* image, int64_t* label) const = 0;
+  /// Writes sample `index`'s pixels (float32, sampleShape) and label, as augmented in `epoch`
+  /// (data without augmentation ignores it). Called from several loader threads at once. Fails
+  /// only for data decoded on the fly (a corrupt image under --bad-images fail).
+  virtual Status get(int64_t index, int64_t epoch, float* image, int64_t* label) const = 0;
+  /// The class names in label order, for data that has them (image folders, shards).
+  virtual const std::vector<std::string>* classNames() const { return nullptr; }
+  /// The sample order of `epoch`: by default epochOrder (BatchLoader.h) over all samples. Tar
+  /// shards keep each shard's members together, so that a shard is read front to back.
+  virtual std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const;
+  /// True when this data set holds only this rank's part of the data (tar shards split by
+  /// rank): the loader then reads all of it instead of every ranks-th batch.
+  virtual bool shardedByRank() const { return false; }
+  /// Decoding costs enough that the loader should spread a batch over --loader-threads.
+  virtual bool decodes() const { return false; }
   /// "fashion-mnist train (60000 samples)".
   virtual std::string describe() const = 0;
 };
@@ -43,6 +60,16 @@ struct DatasetRequirements {
   /// Per-channel standardization applied to every sample, (x - mean) / std, as torchvision's
   /// Normalize does; empty means none. One value applies to every channel.
   std::vector<float> mean, stddev;
+  /// How image data (image folders, shards, and CIFAR or idx with --augment) is cropped,
+  /// resized and flipped; training data gets the random pieces, evaluation data the fixed ones.
+  AugmentPlan augment;
+  /// --bad-images skip: a corrupt image is replaced by the next good one, and named once.
+  bool skipBadImages = true;
+  /// Evaluation data: the training data's class names, so that an evaluation folder's labels
+  /// follow the training folder's indices (a folder missing a class would shift them).
+  std::vector<std::string> trainClasses;
+  /// Data parallelism: tar shards are split over the ranks, rank `rank` of `ranks` reading its own.
+  int rank = 0, ranks = 1;
 };
 
 /// Opens and validates a data set. The error says which file and what is wrong.

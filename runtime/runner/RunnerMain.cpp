@@ -6,6 +6,9 @@
 //       [--metrics OUT.jsonl] [--progress auto|bar|plain|none] [--seed N]
 //       [--deterministic] [--max-nonfinite N] [--op-times FILE] [--profile FILE]
 //       [--trace FILE.json] [--gpus N] [--rendezvous DIR] [--timeout SECONDS]
+//       [--augment imagenet|cifar|none] [--crop-scale LO,HI] [--crop-ratio LO,HI]
+//       [--crop-padding N] [--flip P] [--eval-resize N] [--dct-scale on|off]
+//       [--loader-threads N] [--bad-images skip|fail]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
 // 7 diverged, 8 out of memory, 9 peer rank failed; 130 and 143 stopped by SIGINT and SIGTERM
@@ -27,9 +30,34 @@ int main(int argc, char** argv) {
   std::string shuffle = "on", progress = "auto";
   uint64_t seed = 0;
   app.add_option("--data", o.data, "training data: fashion-mnist:DIR, mnist:DIR, cifar10:DIR, "
-                                   "npy:IMAGES.npy,LABELS.npy or synthetic[:N]")
+                                   "cifar100:DIR, imagefolder:DIR, shards:PATTERN, "
+                                   "npy:IMAGES.npy,LABELS.npy or synthetic[:N] (docs/data.md)")
       ->required();
-  app.add_option("--eval", o.eval, "evaluation data (same forms; idx and cifar10 use the test files)");
+  app.add_option("--eval", o.eval, "evaluation data (same forms; idx and CIFAR use the test files)");
+  // Image data and augmentation (docs/data.md, runtime/runner/ImageAugment.h).
+  std::string dctScale, badImages = "skip";
+  int padding = -1, evalResize = -1;
+  double flip = -1;
+  app.add_option("--augment", o.augment.recipe, "training augmentation: imagenet "
+                 "(RandomResizedCrop + flip), cifar (RandomCrop padding 4 + flip) or none")
+      ->check(CLI::IsMember({"imagenet", "cifar", "none"}));
+  app.add_option("--crop-scale", o.augment.cropScale, "RandomResizedCrop's area range LO,HI")
+      ->delimiter(',');
+  app.add_option("--crop-ratio", o.augment.cropRatio, "RandomResizedCrop's aspect range LO,HI")
+      ->delimiter(',');
+  auto* padOpt = app.add_option("--crop-padding", padding, "RandomCrop with this zero padding");
+  auto* flipOpt = app.add_option("--flip", flip, "horizontal flip probability");
+  auto* resizeOpt = app.add_option("--eval-resize", evalResize,
+                                   "evaluation: Resize the shorter side to N, then CenterCrop");
+  app.add_option("--dct-scale", dctScale, "decode JPEGs at a reduced scale when the crop is at "
+                                          "least twice the output (training; default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--loader-threads", o.loaderThreads,
+                 "threads decoding images (default: all cores but one)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--bad-images", badImages, "skip (default: replace a corrupt image and name it) "
+                                            "or fail (stop with exit code 5)")
+      ->check(CLI::IsMember({"skip", "fail"}));
   auto* epochs = app.add_option("--epochs", o.epochs, "epochs to train in this run");
   auto* steps = app.add_option("--steps", o.steps, "steps to train in this run");
   epochs->excludes(steps);
@@ -91,6 +119,11 @@ int main(int argc, char** argv) {
   }
   o.shuffle = shuffle == "on";
   o.argv.assign(argv, argv + argc);
+  if (padOpt->count()) o.augment.padding = padding;
+  if (flipOpt->count()) o.augment.flip = flip;
+  if (resizeOpt->count()) o.augment.evalResize = evalResize;
+  if (!dctScale.empty()) o.augment.dctScale = dctScale == "on";
+  o.skipBadImages = badImages == "skip";
   static const std::map<std::string, ProgressMode> modes = {{"auto", ProgressMode::Auto},
                                                             {"bar", ProgressMode::Bar},
                                                             {"plain", ProgressMode::Plain},

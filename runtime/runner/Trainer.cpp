@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 namespace hgp {
 
@@ -135,7 +136,9 @@ public:
       req.mean.assign(opt_.normalize.begin(), opt_.normalize.begin() + long(half));
       req.stddev.assign(opt_.normalize.begin() + long(half), opt_.normalize.end());
     }
+    HGP_TRY(imageRequirements(req));
     HGP_ASSIGN_OR_RETURN(train_, openDataset(opt_.data, Split::Train, req));
+    if (const auto* names = train_->classNames()) req.trainClasses = *names;
     if (train_->size() < batch_)
       return Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one batch (" +
                                             std::to_string(batch_) + ")");
@@ -159,7 +162,7 @@ public:
   int train() {
     uint64_t seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
     BatchLoader loader(*train_, batch_, opt_.shuffle, seed, /*dropLast=*/true, pos_.epoch, pos_.batch,
-                       ranks_.rank, ranks_.ranks);
+                       ranks_.rank, ranks_.ranks, opt_.loaderThreads);
     int64_t perEpoch = loader.batchesPerEpoch();
     if (perEpoch == 0) return fail(Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one global batch"));
     int64_t total = opt_.steps > 0 ? opt_.steps : opt_.epochs * perEpoch - pos_.batch;
@@ -191,7 +194,8 @@ public:
         b = std::move(ahead);
       } else {
         b = loader.next();
-        st = backend_->write(input, b->images.data());
+        st = b->status;
+        if (st) st = backend_->write(input, b->images.data());
         if (st) st = backend_->write(labels, b->labels.data());
       }
       if (st && opt_.holdBatch && backend_->supportsPrefetch() && done == 0) {
@@ -200,7 +204,8 @@ public:
       } else if (st && !opt_.holdBatch && backend_->supportsPrefetch() && done + 1 < total &&
                  b->index + 1 < perEpoch) {
         ahead = loader.next();
-        st = backend_->prefetch(input, ahead->images.data());
+        st = ahead->status;
+        if (st) st = backend_->prefetch(input, ahead->images.data());
         if (st) st = backend_->prefetch(labels, ahead->labels.data());
       }
       if (st) st = backend_->run("train");
@@ -247,6 +252,7 @@ public:
     if (!opt_.save.empty() && lead_) {
       if (Status st = saveOnnx(opt_.save); !st) return fail(st);
       std::fprintf(stderr, "saved the trained model to %s\n", opt_.save.c_str());
+      if (Status st = saveClassNames(opt_.save); !st) return fail(st);
     }
     return 0;
   }
@@ -356,7 +362,8 @@ private:
 
   int evaluate(int64_t epoch) {
     lastEvalStep_ = pos_.step;
-    BatchLoader loader(*eval_, batch_, /*shuffle=*/false, 0, /*dropLast=*/false);
+    BatchLoader loader(*eval_, batch_, /*shuffle=*/false, 0, /*dropLast=*/false, 0, 0, 0, 1,
+                       opt_.loaderThreads);
     int input = plan_.binding("input"), labels = plan_.binding("labels");
     int lossT = plan_.binding("eval.loss"), correctT = plan_.binding("eval.correct"),
         logitsT = plan_.binding("eval.logits");
@@ -365,7 +372,8 @@ private:
     double lossSum = 0, correct = 0;
     for (int64_t i = 0; i < loader.batchesPerEpoch(); ++i) {
       std::unique_ptr<Batch> b = loader.next();
-      Status st = backend_->write(input, b->images.data());
+      Status st = b->status;
+      if (st) st = backend_->write(input, b->images.data());
       if (st) st = backend_->write(labels, b->labels.data());
       if (st) st = backend_->run("eval");
       if (!st) return fail(std::move(st).withContext("evaluation"));
@@ -440,6 +448,34 @@ private:
       st = Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
     if (!st) std::remove(tmp.c_str());
     return st;
+  }
+
+  /// The augmentation, bad-image policy and rank split for image data (ImageAugment.h).
+  Status imageRequirements(DatasetRequirements& req) const {
+    const Shape& s = req.sampleShape;
+    int size = s.size() == 3 ? int(std::min(s[1], s[2])) : 1;
+    HGP_ASSIGN_OR_RETURN(req.augment, resolveAugment(opt_.augment, size));
+    if (req.augment.recipe == "imagenet" && req.mean.empty() && s.size() == 3 && s[0] == 3)
+      std::tie(req.mean, req.stddev) = imagenetNormalization();
+    req.skipBadImages = opt_.skipBadImages;
+    req.rank = ranks_.rank;
+    req.ranks = ranks_.ranks;
+    return Status::ok();
+  }
+
+  /// Image folders name their classes: the list goes beside the saved model, one name a line
+  /// in label order (trained.onnx -> trained.classes.txt).
+  Status saveClassNames(const std::string& model) const {
+    const std::vector<std::string>* names = train_->classNames();
+    if (!names) return Status::ok();
+    std::filesystem::path p(model);
+    p.replace_extension(".classes.txt");
+    std::ofstream out(p);
+    for (const std::string& n : *names) out << n << "\n";
+    out.close();
+    if (!out) return Status(ErrorCode::Io, "cannot write the class list '" + p.string() + "'");
+    std::fprintf(stderr, "wrote the %zu class names to %s\n", names->size(), p.c_str());
+    return Status::ok();
   }
 
   /// A line between progress updates; other ranks print only with --verbose, naming the rank.

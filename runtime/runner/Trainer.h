@@ -11,6 +11,7 @@
 #pragma once
 
 #include "runtime/Backend.h"
+#include "runtime/runner/ImageAugment.h"
 #include "runtime/runner/Progress.h"
 #include "runtime/support/Status.h"
 
@@ -45,6 +46,11 @@ struct RunOptions {
   std::string trace;            ///< GPU: one step as a Chrome trace (JSON) to this file.
   /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
   std::vector<float> normalize;
+  /// Image data (docs/data.md): --augment and its pieces, --loader-threads (0: all cores but
+  /// one), --bad-images skip|fail.
+  AugmentFlags augment;
+  unsigned loaderThreads = 0;
+  bool skipBadImages = true;
   /// Data parallelism (docs/distributed.md): the rendezvous directory for MPI launches, and how
   /// long a rank waits for progress before it declares a peer failed.
   std::string rendezvous;

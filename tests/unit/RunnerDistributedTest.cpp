@@ -25,9 +25,10 @@ public:
   explicit CountingDataset(int64_t n) : n_(n) {}
   int64_t size() const override { return n_; }
   const Shape& sampleShape() const override { return shape_; }
-  void get(int64_t i, float* image, int64_t* label) const override {
+  Status get(int64_t i, int64_t, float* image, int64_t* label) const override {
     for (int k = 0; k < 4; ++k) image[k] = float(i);
     *label = i % 10;
+    return Status::ok();
   }
   std::string describe() const override { return "counting"; }
 

@@ -1,0 +1,325 @@
+"""Image data: decoding, augmentation and image folders against torchvision and PIL (docs/data.md).
+
+The runner's image code runs through hgp_image_tool (tests/images/ImageTool.cpp); the data come
+from scripts/make_image_data.py. Pixels are compared with PIL's (torchvision's PIL path): the
+runner reproduces PIL's bilinear filter, so the allowance is 1 (of 255) everywhere.
+"""
+import math
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+from PIL import Image
+import torch
+import torchvision
+import torchvision.transforms as T
+import torchvision.transforms.functional as F
+
+from common import BUILD, SOURCE, HgpcTestCase, run, read_jsonl
+
+TOOL = os.path.join(BUILD, "bin", "hgp_image_tool")
+MAKE = os.path.join(SOURCE, "scripts", "make_image_data.py")
+
+
+class Replay:
+    """Stands in for `torch` inside torchvision.transforms.transforms: every uniform_ and randint
+    consumes the next of the given draws, as the runner's transforms do (ImageTransform.h)."""
+
+    class Value:
+        def __init__(self, v):
+            self.v = v
+
+        def item(self):
+            return self.v
+
+        def __float__(self):
+            return float(self.v)
+
+        def uniform_(self, a, b):
+            return Replay.Value(float(a) + self.owner.draw() * (float(b) - float(a)))
+
+    def __init__(self, draws):
+        self.draws = list(draws)
+
+    def draw(self):
+        return self.draws.pop(0) if self.draws else 0.5
+
+    def empty(self, *size):
+        v = Replay.Value(0.0)
+        v.owner = self
+        return v
+
+    def randint(self, lo, hi, size):
+        return Replay.Value(lo + min(hi - lo - 1, math.floor(self.draw() * (hi - lo))))
+
+    def exp(self, v):
+        return Replay.Value(math.exp(float(v)))
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+def tool(*args):
+    code, out, err = run([TOOL, *map(str, args)])
+    if code != 0:
+        raise AssertionError("hgp_image_tool %s: exit %d: %s" % (args, code, err))
+    return out
+
+
+class ImageTestCase(HgpcTestCase):
+    def make(self, *args):
+        subprocess.run([sys.executable, MAKE, *map(str, args)], check=True, capture_output=True)
+
+    def pixels(self, *args, denom=None):
+        """Runs a tool command that writes OUT.raw, given last (then the DCT scale, if any)."""
+        raw = self.path("out.raw")
+        w, h = map(int, tool(*args, raw, *([denom] if denom else [])).split())
+        return np.fromfile(raw, np.uint8).reshape(h, w, -1)
+
+    def assertClose(self, ours, ref, tol=1, what=""):
+        ref = np.asarray(ref, np.int32).reshape(ours.shape)
+        diff = np.abs(ours.astype(np.int32) - ref)
+        self.assertLessEqual(int(diff.max()), tol, "%s: max difference %d" % (what, diff.max()))
+
+
+class CropBoxTest(ImageTestCase):
+    def test_random_resized_crop_box_equals_torchvision(self):
+        rng = np.random.default_rng(1)
+        cases = [(500, 375, (0.08, 1.0), (3 / 4, 4 / 3)), (224, 224, (0.35, 1.0), (3 / 4, 4 / 3)),
+                 (28, 28, (0.08, 1.0), (3 / 4, 4 / 3)), (640, 100, (0.5, 1.0), (0.9, 1.1)),
+                 (100, 640, (0.9, 1.0), (3 / 4, 4 / 3))]
+        tv = T.transforms
+        real = tv.torch
+        try:
+            for w, h, scale, ratio in cases:
+                for k in range(60):
+                    # Some draws that overflow the image, so that the retries and the central
+                    # fallback are exercised too.
+                    draws = list(rng.uniform(0, 1, 40)) if k % 3 else [0.99, 0.0, 0.99, 1.0] * 10
+                    tv.torch = Replay(draws)
+                    ref = T.RandomResizedCrop.get_params(Image.new("L", (w, h)), scale, ratio)
+                    got = tool("box", w, h, scale[0], scale[1], ratio[0], ratio[1],
+                               *["%.17g" % d for d in draws]).split()
+                    self.assertEqual(tuple(map(int, got)), tuple(ref), (w, h, scale, ratio, k))
+        finally:
+            tv.torch = real
+
+
+class DecodeTest(ImageTestCase):
+    def setUp(self):
+        super().setUp()
+        self.make("corrupt", self.path("c"))
+        self.make("synthetic", self.path("s"), "--count", 3, "--classes", 3, "--size", 200)
+        self.jpeg = self.path("s/class001/0000001.jpg")
+
+    def test_decode_equals_pil(self):
+        for name in ["a-good/rgb.jpg", "a-good/gray.jpg", "a-good/cmyk.jpg", "a-good/rgb.png",
+                     "b-good/gray.png", "b-good/palette.png", "b-good/rgba.png"]:
+            path = self.path("c/" + name)
+            for channels, mode in ((3, "RGB"), (1, "L")):
+                ours = self.pixels("decode", path, channels)
+                ref = np.asarray(Image.open(path).convert(mode))
+                self.assertClose(ours, ref, 1, "%s as %s" % (name, mode))
+
+    def test_sixteen_bit_png_scales_to_eight(self):
+        path = self.path("c/b-good/gray16.png")
+        ours = self.pixels("decode", path, 1)
+        # PIL clips 16-bit values to 255 when converting to L; the runner scales (v / 257).
+        ref = np.round(np.asarray(Image.open(path), np.float64) / 257.0)
+        self.assertClose(ours, ref, 1, "16-bit PNG")
+
+    def test_reduced_dct_scale_equals_pil_draft(self):
+        for denom in (2, 4, 8):
+            ours = self.pixels("decode", self.jpeg, 3, denom=denom)
+            im = Image.open(self.jpeg)
+            im.draft("RGB", (math.ceil(200 / denom), math.ceil(200 / denom)))
+            ref = np.asarray(im.convert("RGB"))
+            self.assertEqual(ours.shape, ref.shape)
+            self.assertClose(ours, ref, 1, "1/%d scale" % denom)
+
+    def test_bad_files_are_bad_data(self):
+        for name in ["a-good/truncated.jpg", "a-good/garbage.jpg", "b-good/text.jpg",
+                     "b-good/empty.png", "b-good/truncated.png", "a-good/bomb.png"]:
+            code, _, err = run([TOOL, "decode", self.path("c/" + name), "3", self.path("x.raw")])
+            self.assertEqual(code, 5, name + ": " + err)
+            self.assertIn("bad data", err)
+        _, _, err = run([TOOL, "decode", self.path("c/a-good/bomb.png"), "3", self.path("x.raw")])
+        self.assertIn("30000x30000", err)
+
+
+class ResizeTest(ImageTestCase):
+    def setUp(self):
+        super().setUp()
+        self.make("synthetic", self.path("s"), "--count", 2, "--classes", 2, "--size", 224)
+        self.jpeg = self.path("s/class001/0000001.jpg")
+        self.img = Image.open(self.jpeg).convert("RGB")
+
+    def test_resized_crop_equals_pil(self):
+        # (i, j, h, w) crops of the 224 x 224 image, to shrinking, growing and mixed sizes.
+        for (i, j, h, w), (oh, ow) in [((10, 20, 150, 120), (64, 64)), ((0, 0, 224, 224), (32, 32)),
+                                       ((50, 60, 40, 30), (112, 96)), ((3, 7, 200, 17), (50, 50)),
+                                       ((0, 0, 224, 224), (224, 224))]:
+            ours = self.pixels("crop", self.jpeg, 3, j, i, j + w, i + h, ow, oh)
+            ref = np.asarray(F.resized_crop(self.img, i, j, h, w, [oh, ow], T.InterpolationMode.BILINEAR))
+            self.assertClose(ours, ref, 1, "crop %s to %s" % ((i, j, h, w), (oh, ow)))
+
+    def test_resize_center_crop_equals_torchvision(self):
+        wide = self.path("wide.png")
+        self.img.resize((300, 180), Image.BILINEAR).save(wide)
+        for path in (self.jpeg, wide):
+            img = Image.open(path).convert("RGB")
+            for resize, (h, w) in [(256, (224, 224)), (37, (32, 32)), (64, (64, 48)), (100, (90, 90))]:
+                ours = self.pixels("center", path, 3, resize, w, h)
+                ref = np.asarray(F.center_crop(F.resize(img, resize), [h, w]))
+                self.assertClose(ours, ref, 1, "%s Resize(%d) + CenterCrop(%d, %d)" % (path, resize, h, w))
+
+    def test_random_crop_with_padding_equals_torchvision(self):
+        small = self.path("small.png")
+        self.img.resize((32, 32), Image.BILINEAR).save(small)
+        img = Image.open(small).convert("RGB")
+        for u1, u2 in [(0.0, 0.0), (0.999, 0.999), (0.3, 0.7), (0.5, 0.1)]:
+            ours = self.pixels("pad", small, 3, 32, 32, 4, u1, u2)
+            i, j = math.floor(u1 * (40 - 32 + 1)), math.floor(u2 * (40 - 32 + 1))
+            ref = np.asarray(F.crop(F.pad(img, 4), i, j, 32, 32))
+            self.assertClose(ours, ref, 0, "RandomCrop at %d, %d" % (i, j))
+
+
+class ImageFolderTest(ImageTestCase):
+    def test_samples_and_classes_equal_torchvision(self):
+        root = self.path("f")
+        self.make("folder", root, "--per-class", 3)
+        # Nested folders and upper-case extensions, which torchvision also reads.
+        os.makedirs(os.path.join(root, "3-dress", "sub", "deeper"))
+        os.makedirs(os.path.join(root, "3-dress", "a-sub"))
+        for rel in ["sub/x.JPG", "sub/deeper/y.png", "a-sub/z.jpeg", "zz.jpg"]:
+            Image.new("L", (28, 28)).save(os.path.join(root, "3-dress", rel),
+                                          format="PNG" if rel.endswith("png") else "JPEG")
+        ours = [line.split(" ", 1) for line in tool("list", root).splitlines()]
+        ref = torchvision.datasets.ImageFolder(root).samples
+        self.assertEqual([(p, int(c)) for c, p in ours], [(p, c) for p, c in ref])
+
+    def check_fails(self, exe, data, needle, *extra):
+        code, _, err = run([exe, "--data", data, "--steps", "1", "--progress", "none", *extra])
+        self.assertEqual(code, 5, err)
+        self.assertIn(needle, err)
+
+    def test_bad_inputs_in_a_run(self):
+        exe = self.compile(args=["--batch", "5"])  # 15 files: one epoch reads them all
+        bad = self.path("c")
+        self.make("corrupt", bad)
+        # skip (the default): every bad file is named, the empty class is a warning, and the
+        # run trains on the good images.
+        code, _, err = run([exe, "--data", "imagefolder:" + bad, "--epochs", "3", "--progress",
+                            "none", "--shuffle", "off"])
+        self.assertEqual(code, 0, err)
+        for name in ["bomb.png", "garbage.jpg", "truncated.jpg", "text.jpg", "empty.png", "truncated.png"]:
+            self.assertIn(name, err)
+        self.assertIn("c-empty", err)
+        self.assertIn("6 bad images were skipped", err)
+        # fail: the empty class folder stops it before training, then the first bad image.
+        self.check_fails(exe, "imagefolder:" + bad, "c-empty", "--bad-images", "fail")
+        os.rmdir(os.path.join(bad, "c-empty"))
+        self.check_fails(exe, "imagefolder:" + bad, "bomb.png", "--bad-images", "fail", "--shuffle", "off")
+        # No classes, no images, one class only.
+        os.makedirs(self.path("none"))
+        self.check_fails(exe, "imagefolder:" + self.path("none"), "no class folders")
+        os.makedirs(self.path("one/only"))
+        Image.new("L", (28, 28)).save(self.path("one/only/a.png"))
+        self.check_fails(exe, "imagefolder:" + self.path("one"), "one class only")
+        os.makedirs(self.path("empty/a"))
+        os.makedirs(self.path("empty/b"))
+        self.check_fails(exe, "imagefolder:" + self.path("empty"), "holds no .jpg")
+
+    def test_train_eval_save_class_list(self):
+        exe = self.compile(args=["--batch", "10"])
+        train, test = self.path("train"), self.path("test")
+        self.make("folder", train, "--per-class", 10)
+        self.make("folder", test, "--split", "test", "--per-class", 3, "--format", "png", "--size", 40)
+        shutil.rmtree(os.path.join(test, "9-boot"))  # an evaluation folder may lack a class
+        code, _, err = run([exe, "--data", "imagefolder:" + train, "--eval", "imagefolder:" + test,
+                            "--epochs", "1", "--progress", "none", "--augment", "cifar",
+                            "--save", self.path("m.onnx"), "--metrics", self.path("m.jsonl")])
+        self.assertEqual(code, 0, err)
+        self.assertIn("accuracy", err)
+        with open(self.path("m.classes.txt")) as f:
+            self.assertEqual(f.read().split(), sorted(os.listdir(train)))
+        # An evaluation class the training data lacks is an error, not a silent shift.
+        os.makedirs(os.path.join(test, "z-new"))
+        Image.new("L", (28, 28)).save(os.path.join(test, "z-new", "a.png"))
+        code, _, err = run([exe, "--data", "imagefolder:" + train, "--eval", "imagefolder:" + test,
+                            "--epochs", "1", "--progress", "none"])
+        self.assertEqual(code, 5, err)
+        self.assertIn("z-new", err)
+
+    def test_augmentation_is_reproducible(self):
+        exe = self.compile(args=["--batch", "10"])
+        train = self.path("train")
+        self.make("folder", train, "--per-class", 5)
+
+        def losses(*extra):
+            out = self.path("l.jsonl")
+            code, _, err = run([exe, "--data", "imagefolder:" + train, "--steps", "10",
+                                "--progress", "none", "--metrics", out, "--augment", "imagenet",
+                                *extra])
+            self.assertEqual(code, 0, err)
+            return [r["loss"] for r in read_jsonl(out) if "loss" in r]
+
+        a, b = losses("--seed", "3"), losses("--seed", "3", "--loader-threads", "1")
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, losses("--seed", "4"))
+
+
+class ShardsAndCifarTest(ImageTestCase):
+    def test_shards_train_like_the_folder(self):
+        exe = self.compile(args=["--batch", "10"])
+        self.make("shards", self.path("sh"), "--per-class", 5, "--per-shard", 20)
+        self.make("folder", self.path("f"), "--per-class", 5)
+
+        def run_on(data):
+            out = self.path("l.jsonl")
+            code, _, err = run([exe, "--data", data, "--epochs", "1", "--progress", "none",
+                                "--shuffle", "off", "--metrics", out])
+            self.assertEqual(code, 0, err)
+            return [r["loss"] for r in read_jsonl(out) if "loss" in r]
+
+        # Unshuffled, both read the samples in index order: the folder sorts by class, the
+        # shards by file, so compare one epoch's mean loss, not step by step.
+        shards = run_on("shards:" + self.path("sh/shard-{000000..000002}.tar"))
+        self.assertEqual(len(shards), 5)
+        self.assertEqual(shards, run_on("shards:" + self.path("sh/shard-*.tar")))
+        code, _, err = run([exe, "--data", "shards:" + self.path("sh/none-*.tar"), "--steps", "1"])
+        self.assertEqual(code, 5, err)
+
+    def test_cifar100(self):
+        exe = self.compile(self.cifar_model(), args=["--batch", "8"])
+        rng = np.random.default_rng(0)
+        d = self.path("cifar-100-binary")
+        os.makedirs(d)
+        for name, n in (("train.bin", 40), ("test.bin", 16)):
+            rec = np.zeros((n, 2 + 3072), np.uint8)
+            rec[:, 0] = rng.integers(0, 20, n)   # coarse
+            rec[:, 1] = rng.integers(0, 100, n)  # fine: the class
+            rec[:, 2:] = rng.integers(0, 255, (n, 3072))
+            rec.tofile(os.path.join(d, name))
+        code, _, err = run([exe, "--data", "cifar100:" + d, "--eval", "cifar100:" + d, "--epochs",
+                            "1", "--progress", "none", "--augment", "cifar"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("cifar100 train", err)
+        self.assertIn("RandomCrop(padding=4)", err)
+
+    def cifar_model(self):
+        script = """
+import sys, torch
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 100))
+torch.onnx.export(m, torch.zeros(1, 3, 32, 32), sys.argv[1], training=torch.onnx.TrainingMode.TRAINING,
+                  do_constant_folding=False, input_names=["input"])
+"""
+        return self.exported(script, "c100.onnx")
+
+
+if __name__ == "__main__":
+    unittest.main()
