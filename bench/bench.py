@@ -8,7 +8,7 @@ optionally torch.compile): forward, cross-entropy, backward, SGD(momentum 0.9, w
 storage with TF32 on. It prints a table and writes results.json and results.md to --out.
 
 Each row also gives the fraction of the physical limit: the train step's FLOPs (hgpc plan's
-FlopCount figures, the same model for both) over the time and the peak of the math mode, for hgpc
+StepWork figures, the same model for both) over the time and the peak of the math mode, for hgpc
 and for the best PyTorch variant; and hgpc's bytes moved (the cost model's per-step reads and
 writes of the plan as compiled, so fusion lowers it) over the time and the HBM bandwidth.
 
@@ -318,7 +318,7 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
 
 def step_work(hgpc, onnx_path, batch, train_opts, extra):
     """The train program's FLOPs and bytes moved per step, and the target's peaks, from
-    `hgpc plan` (the FlopCount pass and the cost model's per-step bytes: hgpc's own traffic, so it
+    `hgpc plan` (StepWork, the one FLOP model, and the cost model's per-step bytes: hgpc's own traffic, so it
     shrinks with fusion), for each case's fraction of the physical limit."""
     q = subprocess.run([hgpc, "plan", onnx_path, "--batch", str(batch), "--target", "h200",
                         *train_opts, *extra], capture_output=True, text=True)

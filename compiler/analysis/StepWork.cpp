@@ -1,5 +1,6 @@
 #include "compiler/analysis/StepWork.h"
 
+#include "ir/Graph.h"
 #include "runtime/plan/Layout.h"
 
 #include <algorithm>
@@ -65,18 +66,17 @@ double memoryPasses(OpKind op) {
 /// second pass); the gradient reads dY (both parts of a folded +Sum), X, and the mask source Z of
 /// a fused +ReluBwd, for the sums and again for dX; one that writes the masked gradient G (its
 /// fourth result) in the sums pass reads G and X for dX instead.
-double rereadBytes(const Plan& plan, const PlanStep& step) {
-  auto bytes = [&](const std::vector<int>& ts, size_t i) {
-    return i < ts.size() ? double(plan.tensors[size_t(ts[i])].bytes()) : 0.0;
+double rereadBytes(OpKind op, const Operands& inputs, const Operands& outputs) {
+  auto bytes = [](const Operands& ts, size_t i) {
+    return i < ts.size() ? double(ts[i]->bytes()) : 0.0;
   };
-  if (step.op == OpKind::BatchNormTrain) return bytes(step.inputs, 0);
-  if (step.op == OpKind::BatchNormBwd && step.outputs.size() == 4)
-    return bytes(step.outputs, 3) + bytes(step.inputs, 1);
-  if (step.op == OpKind::BatchNormBwd) {
+  if (op == OpKind::BatchNormTrain) return bytes(inputs, 0);
+  if (op == OpKind::BatchNormBwd && outputs.size() == 4) return bytes(outputs, 3) + bytes(inputs, 1);
+  if (op == OpKind::BatchNormBwd) {
     // Every operand but the per-channel vectors (scale, mean, var: operands 2 to 4).
     double b = 0;
-    for (size_t i = 0; i < step.inputs.size(); ++i)
-      if (i < 2 || i > 4) b += bytes(step.inputs, i);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i < 2 || i > 4) b += bytes(inputs, i);
     return b;
   }
   return 0;
@@ -84,42 +84,39 @@ double rereadBytes(const Plan& plan, const PlanStep& step) {
 
 } // namespace
 
-StepWork stepWork(const Plan& plan, const PlanStep& step) {
+StepWork opWork(OpKind op, const AttrMap& attrs, const Operands& inputs, const Operands& outputs) {
   StepWork w;
   // A channels-last convolution's GEMM view from its NCHW shapes (runtime/plan/Layout.h).
-  bool nhwc = step.attrs.getString("layout") == "nhwc";
-  auto shape = [&](int t) {
-    const Shape& s = plan.tensors[size_t(t)].type.shape;
-    return nhwc ? channelsFirstShape(s) : s;
-  };
-  std::set<int> touched(step.inputs.begin(), step.inputs.end());
-  touched.insert(step.outputs.begin(), step.outputs.end());
-  for (int t : touched) {
-    w.bytes += double(plan.tensors[size_t(t)].bytes());
-    w.elements = std::max(w.elements, plan.tensors[size_t(t)].type.numElements());
+  bool nhwc = attrs.getString("layout") == "nhwc";
+  auto shape = [&](const TensorType* t) { return nhwc ? channelsFirstShape(t->shape) : t->shape; };
+  std::set<const TensorType*> touched(inputs.begin(), inputs.end());
+  touched.insert(outputs.begin(), outputs.end());
+  for (const TensorType* t : touched) {
+    w.bytes += double(t->bytes());
+    w.elements = std::max(w.elements, t->numElements());
   }
-  int64_t g = step.attrs.getInt("group", 1);
-  bool twoIn = step.inputs.size() >= 2 && !step.outputs.empty();
-  switch (step.op) {
+  int64_t g = attrs.getInt("group", 1);
+  bool twoIn = inputs.size() >= 2 && !outputs.empty();
+  switch (op) {
   case OpKind::Conv:
-    if (twoIn) convWork(w, shape(step.inputs[0]), shape(step.inputs[1]), shape(step.outputs[0]), g, 'y');
+    if (twoIn) convWork(w, shape(inputs[0]), shape(inputs[1]), shape(outputs[0]), g, 'y');
     return w;
   case OpKind::ConvBwdData:
-    if (twoIn) convWork(w, shape(step.outputs[0]), shape(step.inputs[1]), shape(step.inputs[0]), g, 'x');
+    if (twoIn) convWork(w, shape(outputs[0]), shape(inputs[1]), shape(inputs[0]), g, 'x');
     return w;
   case OpKind::ConvBwdFilter:
-    if (twoIn) convWork(w, shape(step.inputs[0]), shape(step.outputs[0]), shape(step.inputs[1]), g, 'w');
+    if (twoIn) convWork(w, shape(inputs[0]), shape(outputs[0]), shape(inputs[1]), g, 'w');
     return w;
   case OpKind::ConvTranspose:
     // The data gradient of a convolution from the result back to the input.
-    if (twoIn) convWork(w, shape(step.outputs[0]), shape(step.inputs[1]), shape(step.inputs[0]), g, 'x');
+    if (twoIn) convWork(w, shape(outputs[0]), shape(inputs[1]), shape(inputs[0]), g, 'x');
     return w;
   case OpKind::Gemm:
   case OpKind::MatMul: {
     if (!twoIn) return w;
-    const Shape &a = shape(step.inputs[0]), &y = shape(step.outputs[0]);
+    const Shape &a = shape(inputs[0]), &y = shape(outputs[0]);
     if (a.empty() || y.empty()) return w;
-    bool transA = step.op == OpKind::Gemm && step.attrs.getInt("transA", 0) != 0;
+    bool transA = op == OpKind::Gemm && attrs.getInt("transA", 0) != 0;
     int64_t k = a.size() == 1 ? a[0] : transA ? a[0] : a.back();
     int64_t cols = y.back(), rows = numElements(y) / std::max<int64_t>(1, cols);
     w.gemm = true;
@@ -130,11 +127,29 @@ StepWork stepWork(const Plan& plan, const PlanStep& step) {
   default:
     break;
   }
-  w.reduction = isReduction(step.op);
+  w.reduction = isReduction(op);
   // Memory-bound: a few FLOPs per element (normalizations and losses a few more).
   w.flops = double(w.elements) * (w.reduction ? 4.0 : 1.0);
-  w.bytes = w.bytes * memoryPasses(step.op) + rereadBytes(plan, step);
+  w.bytes = w.bytes * memoryPasses(op) + rereadBytes(op, inputs, outputs);
   return w;
+}
+
+StepWork stepWork(const Plan& plan, const PlanStep& step) {
+  auto types = [&](const std::vector<int>& ts) {
+    Operands v;
+    for (int t : ts) v.push_back(&plan.tensors[size_t(t)].type);
+    return v;
+  };
+  return opWork(step.op, step.attrs, types(step.inputs), types(step.outputs));
+}
+
+StepWork nodeWork(const Node& n) {
+  auto types = [](const std::vector<Value*>& vs) {
+    Operands v;
+    for (const Value* x : vs) v.push_back(&x->type());
+    return v;
+  };
+  return opWork(n.op(), n.attrs(), types(n.inputs()), types(n.outputs()));
 }
 
 } // namespace hgp

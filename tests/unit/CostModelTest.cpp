@@ -2,6 +2,7 @@
 // plans whose answers are worked out by hand in the comments.
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/StepWork.h"
+#include "ir/Graph.h"
 #include "tests/unit/PlanTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -107,6 +108,40 @@ TEST(StepWork, GroupedConvolutionAndGemm) {
   EXPECT_FALSE(w.gemm); // a direct kernel, not a tensor-core GEMM
   StepWork g = stepWork(p, step(OpKind::Gemm, {3, 4}, {5}));
   EXPECT_DOUBLE_EQ(g.flops, 2.0 * 5 * 3 * 7);
+}
+
+TEST(StepWork, AnIrNodeCountsAsItsPlanStep) {
+  // hgpc inspect (IR nodes) and the cost model (plan steps) share one FLOP model: the same conv
+  // and the same max pooling, in both forms, count the same FLOPs and bytes.
+  Graph g;
+  Value* x = *g.addGraphValue("x", TensorRole::Input, {DType::F32, {2, 3, 8, 8}});
+  Value* w = *g.addGraphValue("w", TensorRole::Param, {DType::F32, {8, 3, 3, 3}});
+  AttrMap conv;
+  conv.setInts("strides", {1, 1});
+  conv.setInts("pads", {1, 1, 1, 1});
+  conv.setInts("dilations", {1, 1});
+  conv.setInt("group", 1);
+  Node* c = *g.addNode(OpKind::Conv, {x, w}, conv);
+  AttrMap pool;
+  pool.setInts("kernel_shape", {2, 2});
+  pool.setInts("strides", {2, 2});
+  pool.setInts("pads", {0, 0, 0, 0});
+  pool.setInts("dilations", {1, 1});
+  pool.setInt("ceil_mode", 0);
+  Node* m = *g.addNode(OpKind::MaxPool, {c->output(0)}, pool);
+  Plan p = planOf({{2, 3, 8, 8}, {8, 3, 3, 3}, {2, 8, 8, 8}, {2, 8, 4, 4}});
+  StepWork a = nodeWork(*c), b = stepWork(p, step(OpKind::Conv, {0, 1}, {2}));
+  EXPECT_DOUBLE_EQ(a.flops, 55296);
+  EXPECT_DOUBLE_EQ(a.flops, b.flops);
+  EXPECT_DOUBLE_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.k, b.k);
+  PlanStep ps = step(OpKind::MaxPool, {2}, {3});
+  ps.attrs = pool;
+  StepWork mp = nodeWork(*m), mq = stepWork(p, ps);
+  EXPECT_DOUBLE_EQ(mp.flops, mq.flops);
+  EXPECT_DOUBLE_EQ(mp.bytes, mq.bytes);
+  // Memory-bound: one FLOP per element of the largest operand, the input's 1024.
+  EXPECT_DOUBLE_EQ(mp.flops, 1024);
 }
 
 TEST(CostModel, SerialSumAndCriticalPath) {

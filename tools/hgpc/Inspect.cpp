@@ -1,7 +1,7 @@
 #include "tools/hgpc/Inspect.h"
 
 #include "frontends/onnx/OnnxImporter.h"
-#include "compiler/analysis/FlopCount.h"
+#include "compiler/analysis/StepWork.h"
 
 #include <cstdio>
 #include <map>
@@ -62,7 +62,7 @@ Status inspectModel(const std::string& path, int64_t batch, std::ostream& os) {
   int64_t total = 0;
   int idx = 0;
   for (const Node* n : g.nodes()) {
-    int64_t f = flopsOf(*n);
+    int64_t f = int64_t(nodeWork(*n).flops);
     total += f;
     std::string name = n->name().size() > 40 ? "..." + n->name().substr(n->name().size() - 37) : n->name();
     std::snprintf(line, sizeof line, "  %-4d %-18s %-40s %-22s %s\n", idx++, n->opName(), name.c_str(),
