@@ -1,6 +1,8 @@
 # hgpc developer entry points. `make demo` and `make test` work on a fresh Debian 12 machine:
 # `make deps` installs whatever Debian packages are missing first.
 BUILD ?= build
+# make demo DEMO_IMAGES=1 also trains from a folder of JPEG files (samples/demo.sh).
+DEMO_IMAGES ?= 0
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
@@ -45,7 +47,7 @@ test-slow: deps
 
 demo: deps
 	$(MAKE) build
-	./samples/demo.sh $(BUILD)
+	DEMO_IMAGES=$(DEMO_IMAGES) ./samples/demo.sh $(BUILD)
 
 # A tarball with hgpc, the runner and the non-system libraries hgpc needs, for another machine.
 dist: deps

@@ -15,3 +15,18 @@ echo "== $out/lenet5-train --data fashion-mnist:$data --eval fashion-mnist:$data
 "$out/lenet5-train" --data "fashion-mnist:$data" --eval "fashion-mnist:$data" --epochs 1 \
   --normalize 0.2860,0.3530 --metrics "$out/metrics.jsonl" --save "$out/lenet5-trained.onnx"
 echo "== done in $(( $(date +%s) - start )) s; trained model: $out/lenet5-trained.onnx, metrics: $out/metrics.jsonl"
+
+# make demo DEMO_IMAGES=1: the same model trained from a folder of JPEG files (docs/data.md):
+# Fashion-MNIST written as an ImageFolder by scripts/make_image_data.py, 500 images per class.
+if [[ ${DEMO_IMAGES:-0} == 1 ]]; then
+  start=$(date +%s)
+  echo "== scripts/make_image_data.py folder $out/fm-jpeg (and a PNG test folder)"
+  /usr/bin/python3 scripts/make_image_data.py folder "$out/fm-jpeg" --per-class 500
+  /usr/bin/python3 scripts/make_image_data.py folder "$out/fm-png-test" --split test --per-class 100 --format png
+  "$build/bin/hgpc" compile samples/lenet5.onnx -o "$out/lenet5-images" --batch 32 \
+    --optimizer adam --lr 0.002 >/dev/null
+  echo "== $out/lenet5-images --data imagefolder:$out/fm-jpeg --eval imagefolder:$out/fm-png-test --epochs 2"
+  "$out/lenet5-images" --data "imagefolder:$out/fm-jpeg" --eval "imagefolder:$out/fm-png-test" \
+    --epochs 2 --normalize 0.2860,0.3530 --save "$out/lenet5-images.onnx"
+  echo "== done in $(( $(date +%s) - start )) s; class list: $out/lenet5-images.classes.txt"
+fi

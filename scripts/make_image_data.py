@@ -7,7 +7,7 @@
       original labels. K images per class (default all); N x N pixels (default 28).
   make_image_data.py shards OUT [--per-shard M] (and the folder options)
       The same samples as WebDataset tar shards OUT/shard-000000.tar, ...: key.jpg|png + key.cls.
-  make_image_data.py synthetic OUT [--count N] [--size S] [--classes C] [--quality Q] [--shards]
+  make_image_data.py synthetic OUT [--count N] [--first I] [--size S] [--classes C] [--quality Q] [--shards]
       Natural-image-like RGB JPEGs (smooth gradients, blobs, edges and noise) for timing the
       input pipeline; S x S pixels (default 224), quality Q (default 90).
   make_image_data.py corrupt OUT
@@ -34,13 +34,13 @@ CLASSES = ["0-tshirt", "1-trouser", "2-pullover", "3-dress", "4-coat", "5-sandal
            "7-sneaker", "8-bag", "9-boot"]
 
 
-def read_idx(split):
+def read_idx(split, root):
     prefix = "train" if split == "train" else "t10k"
-    with gzip.open(os.path.join(FASHION, prefix + "-images-idx3-ubyte.gz")) as f:
+    with gzip.open(os.path.join(root, prefix + "-images-idx3-ubyte.gz")) as f:
         data = f.read()
     n, h, w = struct.unpack(">III", data[4:16])
     images = np.frombuffer(data, np.uint8, offset=16).reshape(n, h, w)
-    with gzip.open(os.path.join(FASHION, prefix + "-labels-idx1-ubyte.gz")) as f:
+    with gzip.open(os.path.join(root, prefix + "-labels-idx1-ubyte.gz")) as f:
         labels = np.frombuffer(f.read(), np.uint8, offset=8)
     return images, labels
 
@@ -55,7 +55,7 @@ def encode(img, fmt, quality=90):
 
 
 def fashion_samples(args):
-    images, labels = read_idx(args.split)
+    images, labels = read_idx(args.split, args.fashion)
     counts = [0] * 10
     for i in range(len(labels)):
         c = int(labels[i])
@@ -81,9 +81,11 @@ def write_folder(out, samples):
     return n
 
 
-def write_shards(out, samples, per_shard):
+def write_shards(out, samples, per_shard, first=0):
+    """Shards numbered from first // per_shard, so that processes writing parts don't collide
+    (give each a --first that is a multiple of --per-shard)."""
     os.makedirs(out, exist_ok=True)
-    tar, n, shard = None, 0, 0
+    tar, n, shard = None, 0, first // per_shard
 
     def add(name, data):
         info = tarfile.TarInfo(name)
@@ -108,10 +110,10 @@ def write_shards(out, samples, per_shard):
 
 
 def synthetic_samples(args):
-    rng = np.random.default_rng(args.seed)
     s = args.size
     yy, xx = np.mgrid[0:s, 0:s].astype(np.float32) / s
-    for i in range(args.count):
+    rng = np.random.default_rng([args.seed, args.first])
+    for i in range(args.first, args.first + args.count):
         c = i % args.classes
         img = np.zeros((s, s, 3), np.float32)
         for ch in range(3):  # smooth gradients
@@ -178,6 +180,7 @@ def main():
     p.add_argument("kind", choices=["folder", "shards", "synthetic", "corrupt"])
     p.add_argument("out")
     p.add_argument("--split", choices=["train", "test"], default="train")
+    p.add_argument("--fashion", default=FASHION, help="the Fashion-MNIST idx.gz files")
     p.add_argument("--format", choices=["jpg", "png"], default="jpg")
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--per-class", type=int, default=0)
@@ -186,6 +189,8 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--quality", type=int, default=90)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--first", type=int, default=0,
+                   help="synthetic: the first image's index (several processes write one set)")
     p.add_argument("--shards", action="store_true", help="synthetic: write shards, not a folder")
     a = p.parse_args()
     if a.kind == "corrupt":
@@ -200,7 +205,7 @@ def main():
         a.size = a.size or 28
         samples = fashion_samples(a)
     if a.kind == "shards" or a.shards:
-        n = write_shards(a.out, samples, a.per_shard)
+        n = write_shards(a.out, samples, a.per_shard, a.first)
     else:
         n = write_folder(a.out, samples)
     print("wrote %d images to %s" % (n, a.out))

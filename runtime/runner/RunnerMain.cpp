@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_flag("--deterministic", o.deterministic,
                "only deterministic GPU algorithms: two runs give bit-identical weights");
   app.add_flag("--eager", o.eager, "GPU: execute op by op instead of replaying a CUDA graph");
+  app.add_flag("--data-only", o.dataOnly,
+               "benchmarks: read, decode and augment the steps' batches without training, and "
+               "print the images/s the input pipeline reaches");
   app.add_flag("--hold-batch", o.holdBatch,
                "benchmarks: train every step on the first batch, uploaded once (the step "
                "without the input pipeline)");

@@ -172,6 +172,7 @@ public:
     if ((!opt_.profile.empty() || !opt_.trace.empty()) && total < 3)
       return fail(Status(ErrorCode::Usage, "--profile and --trace record the third training step "
                                            "(after warm-up); train at least 3 steps"));
+    if (opt_.dataOnly) return readDataOnly(loader, total);
     progress_ = std::make_unique<Progress>(lead_ ? opt_.progress : ProgressMode::None, total);
     reported_ = startStep_ = pos_.step;
     endEpoch_ = pos_.epoch + opt_.epochs;
@@ -448,6 +449,23 @@ private:
       st = Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
     if (!st) std::remove(tmp.c_str());
     return st;
+  }
+
+  /// --data-only: the input pipeline alone (read, decode, augment), timed after a warm-up of
+  /// two batches.
+  int readDataOnly(BatchLoader& loader, int64_t total) {
+    auto start = Clock::now();
+    for (int64_t done = 0; done < total; ++done) {
+      if (done == std::min<int64_t>(2, total - 1)) start = Clock::now();
+      std::unique_ptr<Batch> b = loader.next();
+      if (!b->status) return fail(std::move(b->status).withContext("data-only"));
+      loader.recycle(std::move(b));
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    int64_t timed = total - std::min<int64_t>(2, total - 1);
+    std::fprintf(stderr, "data only: %lld batches of %lld in %.2f s (%.0f images/s)\n",
+                 (long long)timed, (long long)batch_, secs, double(timed * batch_) / std::max(secs, 1e-9));
+    return 0;
   }
 
   /// The augmentation, bad-image policy and rank split for image data (ImageAugment.h).

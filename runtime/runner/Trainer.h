@@ -40,6 +40,8 @@ struct RunOptions {
   /// Benchmarks: every step trains on the first batch, uploaded once, so the step is timed
   /// without the input pipeline (as PyTorch's benchmark loop times it, from device tensors).
   bool holdBatch = false;
+  /// Benchmarks: only read (and decode and augment) the batches of the steps, and time that.
+  bool dataOnly = false;
   bool verbose = false;
   std::string opTimes;          ///< GPU: per-launch times of one step to this file.
   std::string profile;          ///< GPU: CUPTI records of one step to this file.

@@ -16,6 +16,8 @@
 # 1/2/4/8 ways, against the width hgpc chose; about 3 minutes, PyTorch only) is not in the
 # default list either, nor is zoo16 (the zoo steps in bf16 and fp16), nor parity16 (3 bf16 steps
 # of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
+# images and images-converge (issue 21, bench/images.py: training from JPEG folders against the
+# held batch and PyTorch's DataLoader, and the Fashion-MNIST JPEG convergence) are not either.
 # layout (tests/integration/test_layout.py on CUDA: channels-last against NCHW) is not either,
 # nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
@@ -275,6 +277,21 @@ PY
         > "$OUT/parity16_$m.log" 2>&1
       note "parity16 $m: exit $? $(tail -c 600 "$OUT/parity16_$m.log" | tr '\n' ' ')"
     done
+    ;;
+  images)
+    # Issue 21's throughput (docs/data.md): ResNet-50 b128 and ResNet-18 b256 in bf16 from a
+    # synthetic 224x224 JPEG set, against the held-batch step and PyTorch's DataLoader (about 6
+    # minutes). IMAGES_ARGS passes more options to bench/images.py (e.g. --count 40000).
+    PYTHONUNBUFFERED=1 python3 -W ignore bench/images.py throughput --out "$OUT" --work "$work/images" \
+      --hgpc "$(command -v hgpc)" ${IMAGES_ARGS:-} > "$OUT/images.log" 2>&1
+    note "images: exit $?"; [[ -f $OUT/images.md ]] && cat "$OUT/images.md" >> "$summary"
+    ;;
+  images-converge)
+    # ResNet-18 28x28 on Fashion-MNIST as a JPEG folder with --augment cifar, 10 epochs, against
+    # the same recipe in PyTorch (DataLoader + torchvision transforms; about 5 minutes).
+    PYTHONUNBUFFERED=1 python3 -W ignore bench/images.py converge --out "$OUT" --work "$work/images" \
+      --hgpc "$(command -v hgpc)" --fashion "$fm" ${IMAGES_ARGS:-} > "$OUT/images-converge.log" 2>&1
+    note "images-converge: exit $?"; [[ -f $OUT/converge.md ]] && cat "$OUT/converge.md" >> "$summary"
     ;;
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
