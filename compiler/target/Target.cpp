@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 
 namespace hgp {
 
@@ -24,10 +25,10 @@ int Target::smArch() const {
 const std::vector<Target>& knownTargets() {
   static const std::vector<Target> targets = {
 #define HGP_TARGET(N, Desc, Sms, Regs, SmemKiB, Threads, Blocks, L2MiB, GBs, F32, TF32, F16, BF16, \
-                   LaunchUs, LinkGBs)                                                                        \
+                   LaunchUs, LinkGBs, MemMiB)                                                                \
   Target{#N, Desc, Sms, Regs, int64_t(SmemKiB) * 1024, Threads, Blocks, int64_t(L2MiB) << 20,      \
          double(GBs) * 1e9, F32 * 1e12, TF32 * 1e12, F16 * 1e12, BF16 * 1e12, LaunchUs * 1e-6,     \
-         double(LinkGBs) * 1e9},
+         double(LinkGBs) * 1e9, int64_t(MemMiB) << 20},
 #include "compiler/target/Targets.def"
   };
   return targets;
@@ -59,6 +60,44 @@ Expected<std::string> localGpuName() {
 }
 
 } // namespace
+
+Expected<DeviceMemory> localDeviceMemory() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return Status(ErrorCode::Device, "no NVIDIA driver (libcuda.so.1) on this machine");
+  using InitFn = int (*)(unsigned);
+  using GetFn = int (*)(int*, int);
+  using RetainFn = int (*)(void**, int);
+  using ReleaseFn = int (*)(int);
+  using PushFn = int (*)(void*);
+  using PopFn = int (*)(void**);
+  using MemFn = int (*)(size_t*, size_t*);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto retain = reinterpret_cast<RetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+  auto release = reinterpret_cast<ReleaseFn>(dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
+  auto push = reinterpret_cast<PushFn>(dlsym(lib, "cuCtxPushCurrent_v2"));
+  auto pop = reinterpret_cast<PopFn>(dlsym(lib, "cuCtxPopCurrent_v2"));
+  auto mem = reinterpret_cast<MemFn>(dlsym(lib, "cuMemGetInfo_v2"));
+  if (!init || !get || !retain || !release || !push || !pop || !mem)
+    return Status(ErrorCode::Device, "the NVIDIA driver lacks the memory query entry points");
+  int dev = 0, rc = init(0);
+  if (rc == 0) rc = get(&dev, 0);
+  if (rc != 0) return Status(ErrorCode::Device, "the NVIDIA driver reports no usable GPU (CUDA error " + std::to_string(rc) + ")");
+  void* ctx = nullptr;
+  if ((rc = retain(&ctx, dev)) != 0)
+    return Status(ErrorCode::Device, "cannot open a context on GPU 0 (CUDA error " + std::to_string(rc) + ")");
+  size_t freeBytes = 0, totalBytes = 0;
+  if ((rc = push(ctx)) == 0) {
+    rc = mem(&freeBytes, &totalBytes);
+    void* popped = nullptr;
+    int popRc = pop(&popped);
+    if (rc == 0) rc = popRc;
+  }
+  int releaseRc = release(dev);
+  if (rc == 0) rc = releaseRc;
+  if (rc != 0) return Status(ErrorCode::Device, "cuMemGetInfo failed (CUDA error " + std::to_string(rc) + ")");
+  return DeviceMemory{int64_t(freeBytes), int64_t(totalBytes)};
+}
 
 Expected<Target> findTarget(const std::string& name) {
   if (name == "auto") {

@@ -25,6 +25,7 @@ struct Target {
   double fp32 = 0, tf32 = 0, fp16 = 0, bf16 = 0; ///< FLOP/s; 0 where the mode does not exist.
   double launchSeconds = 0;                      ///< Per kernel node of a replayed graph.
   double linkBandwidth = 0; ///< GPU to GPU in one machine, bytes per second per direction.
+  int64_t memoryBytes = 0;  ///< Device memory, the total the driver reports.
 
   /// The peak rate for a math mode ("fp32", "tf32", "fp16", "bf16"), falling back to FP32 where
   /// the GPU has no tensor cores for it.
@@ -36,6 +37,14 @@ struct Target {
 
 /// The known targets, in Targets.def order.
 const std::vector<Target>& knownTargets();
+
+/// Free and total memory of the local GPU (device 0), from the CUDA driver loaded at run time;
+/// a Device error where there is no driver or no usable GPU. `hgpc explore --measure` checks
+/// plans against the free bytes, since other processes and the CUDA context hold the rest.
+struct DeviceMemory {
+  int64_t freeBytes = 0, totalBytes = 0;
+};
+Expected<DeviceMemory> localDeviceMemory();
 
 /// A target by name ("h200", ...), or "auto": the GPU the local driver reports. Errors name the
 /// known targets.

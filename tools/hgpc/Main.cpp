@@ -3,6 +3,9 @@
 //   hgpc inspect MODEL.onnx [--batch N]
 //   hgpc compile MODEL.onnx -o EXE [--emit ir|train-ir|plan] [--target NAME|auto]
 //                [--max-streams N] [--records FILE] [slicing options] [training options]
+//   hgpc compare A.onnx B.onnx ... [--batch N] [--target T] [--precision P] [--html F] [--json]
+//   hgpc explore MODEL.onnx [--target T] [--batch 32,64,...|auto] [--precision tf32,bf16,...]
+//                [--memory-limit GiB] [--measure] [--html F] [--json]        (docs/explore.md)
 //   hgpc plan MODEL.onnx [--batch N] [--target NAME|auto] [--max-streams N] [--emit text|dot]
 //             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
@@ -13,6 +16,7 @@
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
 // error, 5 records of another plan or malformed records (docs/exit-codes.md).
 #include "tools/hgpc/Compile.h"
+#include "tools/hgpc/Explore.h"
 #include "tools/hgpc/Inspect.h"
 #include "tools/hgpc/PlanReport.h"
 #include "ir/Printer.h"
@@ -202,8 +206,16 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", out, "the executable to write");
   compile->add_option("--emit", emit, "also print: ir (imported), train-ir, plan")
       ->check(CLI::IsMember({"ir", "train-ir", "plan"}));
-  compile->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)")
-      ->check(kPositiveCount);
+  std::string compileBatch;
+  compile->add_option("--batch", compileBatch,
+                      "batch size (fixes a symbolic batch dim), or auto: the largest whose plan "
+                      "fits the target's memory (docs/explore.md)")
+      ->check(CLI::IsMember({"auto"}) | kPositiveCount);
+  double compileMemoryLimit = 0;
+  compile->add_option("--memory-limit", compileMemoryLimit,
+                      "with --batch auto: GiB the plan and the runtime may use (default: the "
+                      "target's memory)")
+      ->check(CLI::PositiveNumber);
   compile->add_flag("--forward-only", forwardOnly, "compile the forward pass only (no training)");
   compile->add_option("--weights", weights,
                       "embed: carry initial weights in the executable; reference: read them from "
@@ -265,6 +277,42 @@ int main(int argc, char** argv) {
   addTrainingOptions(plan, co.train);
   addFusionOptions(plan, co);
 
+  ExploreArgs ea;
+  std::string compareBatch;
+  auto* compare = app.add_subcommand("compare", "compare models side by side: parameters, FLOPs, "
+                                                "peak memory, predicted step time and where it goes");
+  compare->add_option("models", ea.models, "two or more ONNX models")->required()->check(CLI::ExistingFile);
+  compare->add_option("--batch", batch, "batch size (fixes a symbolic batch dim)")
+      ->check(kPositiveCount);
+  auto* explore = app.add_subcommand("explore", "predict step time, images/s and peak memory over "
+                                                "batch sizes and precisions; --measure times them");
+  explore->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
+  explore->add_option("--batch", ea.batches, "batch sizes, comma-separated (default 32,64,128,256), "
+                                            "or auto: powers of two up to the largest that fits");
+  explore->add_option("--memory-limit", ea.memoryLimitGiB,
+                      "GiB the plan and the runtime may use (default: the target's memory; with "
+                      "--measure the device's free memory)");
+  explore->add_flag("--measure", ea.measure, "also run each configuration on the local GPU and "
+                                             "print measured beside predicted");
+  explore->add_option("--measure-steps", ea.measureSteps, "training steps per measured configuration")
+      ->check(CLI::Range(12, 100000));
+  explore->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
+  compare->add_option("--precision", co.precision, "tf32 (default), fp32, bf16 or fp16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  explore->add_option("--precision", ea.precisions, "precisions, comma-separated: tf32 (default), "
+                                                   "fp32, bf16, fp16");
+  for (CLI::App* cmd : {compare, explore}) {
+    cmd->add_option("--target", ea.target, "the GPU: h200, h100, a100, v100, t4, l4 or auto "
+                                           "(default: the local GPU, else h200)");
+    cmd->add_option("--html", ea.html, "also write a self-contained HTML report");
+    cmd->add_flag("--json", ea.json, "print JSON instead of the table");
+    cmd->add_option("--max-streams", co.maxStreams, "streams the schedule may use")
+        ->check(CLI::Range(1, kMaxPlanStreams));
+    addSlicingOptions(cmd, co.slicing);
+    addTrainingOptions(cmd, co.train);
+    addFusionOptions(cmd, co);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -276,8 +324,17 @@ int main(int argc, char** argv) {
     Status st = inspectModel(model, batch, std::cout);
     return st.isOk() ? 0 : fail(st);
   }
+  bool compileAutoBatch = compileBatch == "auto";
+  if (!compileBatch.empty() && !compileAutoBatch) batch = std::stoll(compileBatch);
   co.modelPath = model;
   co.batch = batch;
+  if (compare->parsed() || explore->parsed()) {
+    if (explore->parsed()) ea.models = {model};
+    ea.base = co;
+    ea.runner = runnerPath(runner);
+    Status st = compare->parsed() ? runCompare(ea, std::cout) : runExplore(ea, std::cout);
+    return st.isOk() ? 0 : fail(st);
+  }
   if (plan->parsed()) {
     co.target = target;
     co.maxStreams = maxStreams;
@@ -287,12 +344,18 @@ int main(int argc, char** argv) {
     return runPlan(co, target, maxStreams, cal, planEmit == "dot");
   }
   co.training = !forwardOnly;
+
   co.referenceWeights = weights == "reference";
   co.reuseMemory = !noReuse;
   for (size_t b = 0, e; b < passes.size(); b = e + 1) {
     e = passes.find(',', b);
     if (e == std::string::npos) e = passes.size();
     if (e > b) co.passes.push_back(passes.substr(b, e - b));
+  }
+  if (compileAutoBatch) {
+    Expected<int64_t> b = autoBatch(co, compileMemoryLimit, std::cerr);
+    if (!b) return fail(b.status());
+    co.batch = *b;
   }
   return runCompile(co, out, emit, runner, stats);
 }
