@@ -226,11 +226,4 @@ Status Graph::renameValue(Value* v, const std::string& name) {
   return Status::ok();
 }
 
-std::vector<Value*> Graph::allValues() const {
-  std::vector<Value*> out = graphValues_;
-  for (Node* n : order_)
-    for (Value* v : n->outputs()) out.push_back(v);
-  return out;
-}
-
 } // namespace hgp

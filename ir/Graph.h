@@ -177,9 +177,6 @@ public:
   /// Renames a value (to an unused name).
   Status renameValue(Value* v, const std::string& name);
 
-  /// All live values: graph-level ones, then node results in order.
-  std::vector<Value*> allValues() const;
-
 private:
   Value* newValue(std::string name, TensorType type, TensorRole role);
   void insertNode(Node* n);

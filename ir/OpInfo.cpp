@@ -80,13 +80,6 @@ Expected<Shape> broadcastShapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    return Status(ErrorCode::InvalidModel, "axis " + std::to_string(axis) +
-                                               " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 Status requireF32(const InferContext& ctx, size_t i, const char* what) {
   if (ctx.in(i).dtype != DType::F32)
     return ctx.fail(std::string(what) + " must be f32, not " + dtypeName(ctx.in(i).dtype));

@@ -45,8 +45,6 @@ Status inferTypes(OpKind op, const AttrMap& attrs, const std::vector<TensorType>
 
 /// The numpy broadcast of two shapes, or an error naming both.
 Expected<Shape> broadcastShapes(const Shape& a, const Shape& b);
-/// Normalizes a possibly negative axis against `rank`; error when out of range.
-Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 /// Requires a float32 input at position i.
 Status requireF32(const InferContext& ctx, size_t i, const char* what);
 /// Requires a floating-point compute input at position i: f32, or the bf16/f16 storage that

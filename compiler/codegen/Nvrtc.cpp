@@ -19,7 +19,6 @@ using CompileFn = int (*)(nvrtcProgram, int, const char* const*);
 using SizeFn = int (*)(nvrtcProgram, size_t*);
 using GetFn = int (*)(nvrtcProgram, char*);
 using ErrorFn = const char* (*)(int);
-using VersionFn = int (*)(int*, int*);
 
 struct Nvrtc {
   CreateFn create = nullptr;
@@ -28,7 +27,6 @@ struct Nvrtc {
   SizeFn cubinSize = nullptr, logSize = nullptr;
   GetFn cubin = nullptr, log = nullptr;
   ErrorFn error = nullptr;
-  VersionFn version = nullptr;
 };
 
 Nvrtc gNvrtc;
@@ -61,9 +59,8 @@ void load() {
   gNvrtc.logSize = reinterpret_cast<SizeFn>(sym("nvrtcGetProgramLogSize"));
   gNvrtc.log = reinterpret_cast<GetFn>(sym("nvrtcGetProgramLog"));
   gNvrtc.error = reinterpret_cast<ErrorFn>(sym("nvrtcGetErrorString"));
-  gNvrtc.version = reinterpret_cast<VersionFn>(sym("nvrtcVersion"));
   if (!gNvrtc.create || !gNvrtc.destroy || !gNvrtc.compile || !gNvrtc.cubinSize || !gNvrtc.cubin ||
-      !gNvrtc.logSize || !gNvrtc.log || !gNvrtc.error || !gNvrtc.version)
+      !gNvrtc.logSize || !gNvrtc.log || !gNvrtc.error)
     gStatus = Status(ErrorCode::Io, "the loaded NVRTC lacks nvrtcGetCUBIN or another entry point "
                                     "(hgpc needs NVRTC 11.1 or newer)");
 }
@@ -73,13 +70,6 @@ void load() {
 Status loadNvrtc() {
   std::call_once(gOnce, load);
   return gStatus;
-}
-
-std::string nvrtcVersionString() {
-  if (!loadNvrtc()) return "";
-  int major = 0, minor = 0;
-  gNvrtc.version(&major, &minor);
-  return std::to_string(major) + "." + std::to_string(minor);
 }
 
 Expected<std::vector<uint8_t>> compileCubin(const std::string& source, const std::string& name,

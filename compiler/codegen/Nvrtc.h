@@ -20,9 +20,6 @@ namespace hgp {
 /// or only $HGP_NVRTC_LIBRARY when that is set); the error names every place tried.
 Status loadNvrtc();
 
-/// NVRTC's version as "13.0"; empty when it is not loaded.
-std::string nvrtcVersionString();
-
 /// Compiles `source` for sm_<arch> (e.g. 90) to a cubin; the error carries NVRTC's log.
 /// Compiled with -fmad=false, so that no multiply and add are contracted (bit-exact kernels).
 Expected<std::vector<uint8_t>> compileCubin(const std::string& source, const std::string& name,

@@ -178,30 +178,6 @@ Expected<DType> dtypeFromOnnx(int32_t onnxType, const std::string& what) {
   return invalid(what + " has unsupported element type " + onnxTypeName(onnxType));
 }
 
-int32_t onnxTypeOf(DType t) {
-  switch (t) {
-  case DType::F32:
-    return onnx::TensorProto::FLOAT;
-  case DType::F64:
-    return onnx::TensorProto::DOUBLE;
-  case DType::F16:
-    return onnx::TensorProto::FLOAT16;
-  case DType::BF16:
-    return onnx::TensorProto::BFLOAT16;
-  case DType::I64:
-    return onnx::TensorProto::INT64;
-  case DType::I32:
-    return onnx::TensorProto::INT32;
-  case DType::I8:
-    return onnx::TensorProto::INT8;
-  case DType::U8:
-    return onnx::TensorProto::UINT8;
-  case DType::Bool:
-    return onnx::TensorProto::BOOL;
-  }
-  return 0;
-}
-
 std::string onnxTypeName(int32_t onnxType) {
   static const char* const kNames[] = {
       "UNDEFINED",      "FLOAT",      "UINT8",          "INT8",       "UINT16",   "INT16",

@@ -30,8 +30,6 @@ constexpr int64_t kMaxFoldedBytes = int64_t(64) << 20;
 /// The IR dtype of an ONNX TensorProto.DataType, or an InvalidModel error naming `what` and the
 /// type (string, float8, int4, complex, 16-bit and unsigned 32/64-bit integers are unsupported).
 Expected<DType> dtypeFromOnnx(int32_t onnxType, const std::string& what);
-/// The ONNX TensorProto.DataType of an IR dtype.
-int32_t onnxTypeOf(DType t);
 /// "FLOAT", "INT64", "FLOAT8E4M3FN", ...; "type 42" for numbers ONNX does not define.
 std::string onnxTypeName(int32_t onnxType);
 

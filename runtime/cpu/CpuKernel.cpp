@@ -1,7 +1,5 @@
 #include "runtime/cpu/CpuKernel.h"
 
-#include <cstring>
-
 namespace hgp::cpu {
 
 Status KernelArgs::fail(const std::string& msg) const {
@@ -21,26 +19,6 @@ std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out) {
   size_t off = out.size() - s.size();
   for (size_t i = 0; i < s.size(); ++i) st[off + i] = s[i] == 1 ? 0 : own[i];
   return st;
-}
-
-void reduceToShape(const float* src, const Shape& from, float* dst, const Shape& to) {
-  int64_t nOut = numElements(to);
-  std::memset(dst, 0, size_t(nOut) * sizeof(float));
-  auto st = broadcastStrides(to, from);
-  int64_t n = numElements(from), r = int64_t(from.size());
-  std::vector<int64_t> idx(size_t(r), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dst[off] += src[i];
-    for (int64_t d = r - 1; d >= 0; --d) {
-      if (++idx[size_t(d)] < from[size_t(d)]) {
-        off += st[size_t(d)];
-        break;
-      }
-      off -= st[size_t(d)] * (from[size_t(d)] - 1);
-      idx[size_t(d)] = 0;
-    }
-  }
 }
 
 void philox4x32(uint32_t counter[4], uint32_t key0, uint32_t key1, uint32_t out[4]) {

@@ -52,10 +52,6 @@ std::vector<int64_t> stridesOf(const Shape& s);
 /// Strides for reading a tensor of shape `s` as if broadcast to `out` (0 on broadcast dims).
 std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out);
 
-/// Sums `src` (of shape `from`) into a tensor of shape `to`, which `from` broadcasts from:
-/// the reduction that undoes a broadcast.
-void reduceToShape(const float* src, const Shape& from, float* dst, const Shape& to);
-
 /// Philox-4x32-10 (Salmon et al., SC'11): four 32-bit outputs for a 128-bit counter and a 64-bit
 /// key. Dropout on every backend draws from this, so masks agree bit for bit.
 void philox4x32(uint32_t counter[4], uint32_t key0, uint32_t key1, uint32_t out[4]);

@@ -22,7 +22,7 @@
 #include "ir/Printer.h"
 
 #include <CLI/CLI.hpp>
-#include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/StringRef.h> // PrintStackTraceOnErrorSignal takes one; Signals.h only declares it
 #include <llvm/Support/Signals.h>
 
 #include <cstdio>
