@@ -18,7 +18,10 @@
 # of LeNet-5 and ResNet-18 against PyTorch's CUDA autocast, tests/parity/mixed_precision.py).
 # images and images-converge (issue 21, bench/images.py: training from JPEG folders against the
 # held batch and PyTorch's DataLoader, and the Fashion-MNIST JPEG convergence) are not either.
-# layout (tests/integration/test_layout.py on CUDA: channels-last against NCHW) is not either,
+# explore (hgpc explore --measure on ResNet-50 over batches 32-256 in tf32 and bf16, predicted
+# against measured; fails when the mean absolute error reaches 15%; about 5 minutes; EXPLORE_ARGS
+# passes more options, e.g. --batch 64,128) is not in the default list either, nor is layout
+# (tests/integration/test_layout.py on CUDA: channels-last against NCHW),
 # nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
@@ -76,6 +79,7 @@ export HGPC_TUNING_CACHE=$work/tuning.tsv NCCL_NVLS_ENABLE=0
 fm=$here/.gpu/fashion-mnist
 summary=$OUT/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
+failed=0 # a stage with a pass/fail criterion (explore) sets it; the script's exit status
 
 for stage in $stages; do
   start=$(date +%s)
@@ -293,6 +297,26 @@ PY
       --hgpc "$(command -v hgpc)" --fashion "$fm" ${IMAGES_ARGS:-} > "$OUT/images-converge.log" 2>&1
     note "images-converge: exit $?"; [[ -f $OUT/converge.md ]] && cat "$OUT/converge.md" >> "$summary"
     ;;
+  explore)
+    # docs/explore.md: the cost model's prediction error per configuration, without records.
+    python3 -W ignore -c "import sys; sys.path.insert(0, 'bench'); import bench; bench.export('resnet50', sys.argv[1])" \
+      "$work/resnet50.onnx" > "$work/explore-export.log" 2>&1 || { note "explore: export failed: $(tail -c 300 "$work/explore-export.log")"; failed=1; continue; }
+    hgpc explore "$work/resnet50.onnx" --target auto --batch 32,64,128,256 --precision tf32,bf16 \
+      --optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --measure \
+      --html "$OUT/explore.html" ${EXPLORE_ARGS:-} > "$OUT/explore.txt" 2> "$work/explore.log"
+    rc=$?
+    cat "$OUT/explore.txt" | tee -a "$summary"
+    mae=$(sed -n 's/^mean absolute error of the predicted step time: \([0-9.]*\)%.*/\1/p' "$OUT/explore.txt")
+    if [[ $rc -ne 0 || -z $mae ]]; then
+      note "explore: FAILED (exit $rc, no measured configuration): $(tail -c 400 "$work/explore.log")"
+      failed=1
+    elif python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 15 else 1)" "$mae"; then
+      note "explore: ok, mean absolute error $mae% (< 15%)"
+    else
+      note "explore: FAILED, mean absolute error $mae% (>= 15%)"
+      failed=1
+    fi
+    ;;
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
       --hgpc "$(command -v hgpc)" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
@@ -387,3 +411,4 @@ PY
   echo "stage $stage: $(( $(date +%s) - start )) s" >> "$summary"
 done
 cat "$summary"
+exit $failed

@@ -181,10 +181,10 @@ class ExploreTest(HgpcTestCase):
         self.assertEqual(code, 2, err)
 
     def test_explore_marks_what_does_not_fit(self):
-        # 0.8 GiB less the 768 MiB runtime reserve leaves about 51 MiB for LeNet-5's arena:
+        # 1.05 GiB less the 1 GiB runtime reserve leaves about 51 MiB for LeNet-5's arena:
         # batch 64 fits, batch 8192 does not.
         args = [HGPC, "explore", LENET, "--target", "h200", "--batch", "64,8192",
-                "--precision", "tf32,bf16", "--memory-limit", "0.8"]
+                "--precision", "tf32,bf16", "--memory-limit", "1.05"]
         code, out, err = run(args + ["--html", self.path("e.html")])
         self.assertEqual(code, 0, err)
         rows = [l.split() for l in out.splitlines() if re.match(r"  (tf32|bf16) ", l)]
@@ -198,7 +198,7 @@ class ExploreTest(HgpcTestCase):
         self.assertEqual(code, 0, err)
         data = json.loads(js)
         limit = data["configurations"][0]["memory_limit_bytes"]
-        self.assertEqual(limit, int(0.8 * 2**30))
+        self.assertEqual(limit, int(1.05 * 2**30))
         for c in data["configurations"]:
             self.assertEqual(c["fits"], c["arena_bytes"] + data["runtime_reserve_bytes"] <= limit)
         self.assertEqual(sum(c["best"] for c in data["configurations"]), 1)
@@ -213,7 +213,7 @@ class ExploreTest(HgpcTestCase):
             self.assertTrue(64 <= most < 8192, most)
             code, js2, err = run([HGPC, "explore", LENET, "--target", "h200", "--batch",
                                   "%d,%d" % (most, most + 8), "--precision", prec,
-                                  "--memory-limit", "0.8", "--json"])
+                                  "--memory-limit", "1.05", "--json"])
             self.assertEqual(code, 0, err)
             self.assertEqual([c["fits"] for c in json.loads(js2)["configurations"]], [True, False])
 
@@ -225,11 +225,11 @@ class ExploreTest(HgpcTestCase):
 
     def test_compile_batch_auto_takes_the_largest_that_fits(self):
         code, js, err = run([HGPC, "explore", LENET, "--target", "h200", "--batch", "8",
-                             "--memory-limit", "0.8", "--json"])
+                             "--memory-limit", "1.05", "--json"])
         self.assertEqual(code, 0, err)
         most = json.loads(js)["largest_fitting_batch"]["tf32"]
         code, out, err = run([HGPC, "compile", LENET, "--batch", "auto", "--target", "h200",
-                              "--memory-limit", "0.8", "--emit", "plan"])
+                              "--memory-limit", "1.05", "--emit", "plan"])
         self.assertEqual(code, 0, err)
         self.assertIn("batch=%d," % most, out)
         self.assertRegex(err, r"--batch auto: %d, the largest batch whose plan .* fits " % most)

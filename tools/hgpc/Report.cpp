@@ -66,12 +66,14 @@ void add(std::vector<ReportGroup>& groups, std::map<std::string, size_t>& index,
 
 void fillGroups(ConfigReport& r, const Plan& plan, const PlanProgram& program,
                 const ProgramCost& cost) {
-  // Stages: the first name component, or the first two when that leaves fewer than four stages
-  // (torchvision's VGG and AlexNet put everything under "features" and "classifier").
-  std::set<std::string> top;
+  // Stages: the first name component, or the first two where one first component holds most
+  // of the model's steps (torchvision's VGG, AlexNet and MobileNet put the body under
+  // "features").
+  std::map<std::string, int> top;
+  int modelSteps = 0, largest = 0;
   for (const PlanStep& s : program.steps)
-    if (startsWith(s.loc, "/")) top.insert(stageOf(layerOf(s.loc), 1));
-  int depth = top.size() < 4 ? 2 : 1;
+    if (startsWith(s.loc, "/")) largest = std::max(largest, ++top[stageOf(layerOf(s.loc), 1)]), ++modelSteps;
+  int depth = 2 * largest > modelSteps ? 2 : 1;
   std::map<std::string, size_t> fam, ph, st, ly;
   for (size_t i = 0; i < program.steps.size(); ++i) {
     const PlanStep& s = program.steps[i];

@@ -77,19 +77,16 @@ std::string msLabel(double s) { return format("%.3f ms", s * 1e3); }
 std::string mibLabel(double b) { return format("%.1f MiB", b / (1 << 20)); }
 
 void barChart(const std::string& title, const std::vector<std::string>& rows,
-              const std::vector<BarColumn>& cols, std::ostream& os, bool sharedScale = false) {
+              const std::vector<BarColumn>& cols, std::ostream& os, double scaleMax = 0) {
   const int rowH = 14, labelW = 260, colW = 380, top = 36;
   int width = labelW + colW * int(cols.size()) + 20, height = top + rowH * int(rows.size()) + 10;
   os << format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
                width, height, width, height);
   os << "<text class=\"title\" x=\"4\" y=\"14\">" << esc(title) << "</text>\n";
-  double shared = 0;
-  for (const BarColumn& c : cols)
-    for (double v : c.values) shared = std::max(shared, v);
   for (size_t c = 0; c < cols.size(); ++c) {
-    double max = 0;
-    for (double v : cols[c].values) max = std::max(max, v);
-    if (sharedScale) max = shared;
+    double max = scaleMax;
+    if (max <= 0)
+      for (double v : cols[c].values) max = std::max(max, v);
     int x0 = labelW + colW * int(c);
     os << format("<text x=\"%d\" y=\"30\">%s</text>\n", x0, esc(cols[c].title).c_str());
     for (size_t r = 0; r < rows.size() && r < cols[c].values.size(); ++r) {
@@ -277,11 +274,14 @@ void writeCompareHtml(const std::vector<ConfigReport>& models, std::ostream& os)
     cols.push_back(c);
   }
   os << "<h2>Where the time goes, per op family</h2>\n";
+  double longest = 0;
+  for (const BarColumn& c : cols)
+    for (double v : c.values) longest = std::max(longest, v);
   // At most two models side by side per chart, to keep it readable.
   for (size_t i = 0; i < cols.size(); i += 2)
     barChart("predicted time per op family (one stream; one scale for all models)", families,
              std::vector<BarColumn>(cols.begin() + long(i), cols.begin() + long(std::min(cols.size(), i + 2))),
-             os, /*sharedScale=*/true);
+             os, /*scaleMax=*/longest);
   for (size_t i = 0; i < models.size(); ++i) {
     const ConfigReport& m = models[i];
     if (!m.error.empty()) continue;

@@ -80,10 +80,17 @@ void printCompareTable(const std::vector<ConfigReport>& models, std::ostream& os
         if (!cheapest || s < least) cheapest = &m, least = s;
         most = std::max(most, s);
       }
-      // Within 5% (or a microsecond) of each other: neither is cheaper.
-      std::string verdict = !cheapest || models.size() < 2 ? ""
-                            : most - least <= std::max(1e-6, 0.05 * most) ? "about equal"
-                                                                          : "cheaper: " + cheapest->model;
+      // Within 5% (or a microsecond) of each other: neither is cheaper; the cheaper side lists
+      // every model within that of the least.
+      auto near = [&](double s) { return s - least <= std::max(1e-6, 0.05 * most); };
+      std::string verdict;
+      if (cheapest && models.size() > 1 && near(most)) verdict = "about equal";
+      else if (cheapest && models.size() > 1)
+        for (const ConfigReport& m : models) {
+          const ReportGroup* g = m.error.empty() ? find(m.*which, name) : nullptr;
+          if (m.error.empty() && near(g ? g->seconds : 0))
+            verdict += (verdict.empty() ? "cheaper: " : ", ") + m.model;
+        }
       row("  " + name,
           [&](const ConfigReport& m) {
             const ReportGroup* g = find(m.*which, name);
