@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <csignal>
+#include <filesystem>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,9 +13,9 @@ namespace hgp {
 
 namespace {
 
-/// Runs `argv` with stdout and stderr into `log`; the exit status, or -1 when it did not start
-/// or was killed.
-int runLogged(const std::vector<std::string>& argv, const std::string& log) {
+/// Runs `argv` with stdout and stderr into `log`; the exit status, -1 when it did not start or
+/// was killed, -2 when it ran past `timeoutSeconds` (it is then killed).
+int runLogged(const std::vector<std::string>& argv, const std::string& log, int timeoutSeconds) {
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -26,7 +28,17 @@ int runLogged(const std::vector<std::string>& argv, const std::string& log) {
     _exit(127);
   }
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
+  for (int waited = 0;; ++waited) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0) return -1;
+    if (waited >= timeoutSeconds * 10) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -2;
+    }
+    usleep(100 * 1000);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -76,7 +88,10 @@ Measurement measureConfiguration(CompileOptions o, const MeasureOptions& m) {
     return failed("write: " + st.message());
   int rc = runLogged({exe, "--data", "synthetic", "--steps", std::to_string(m.steps), "--device",
                       "cuda", "--hold-batch", "--metrics", metrics, "--progress", "none"},
-                     log);
+                     log, m.timeoutSeconds);
+  std::error_code ec;
+  std::filesystem::remove(exe, ec); // the executables carry the weights: one at a time on disk
+  if (rc == -2) return failed("timed out after " + std::to_string(m.timeoutSeconds) + " s");
   if (rc == 8) return failed("out of memory: " + lastLine(log));
   if (rc != 0) return failed("exit " + std::to_string(rc) + ": " + lastLine(log));
   std::vector<double> w = windows(metrics);

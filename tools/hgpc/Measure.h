@@ -6,8 +6,8 @@
 // pipeline, as the cost model predicts it) and writes its metrics every `every` steps. The step
 // time is the median over the metrics windows after the first two (the first run of a program
 // times the cuDNN algorithms and the second captures the CUDA graph). A configuration that does
-// not fit, does not compile or fails to run is reported with the reason, never fatal: the runner's
-// out-of-memory exit (8) reads "out of memory".
+// not fit, does not compile, fails to run or runs past the timeout is reported with the reason,
+// never fatal: the runner's out-of-memory exit (8) reads "out of memory".
 #pragma once
 
 #include "tools/hgpc/Report.h"
@@ -19,6 +19,7 @@ struct MeasureOptions {
   std::string workDir; ///< Where executables and logs go (removed by the caller).
   int steps = 48;
   int every = 8;
+  int timeoutSeconds = 300; ///< A run that takes longer is killed and reported.
 };
 
 /// Compiles `options` into an executable and times it on the GPU.
