@@ -22,7 +22,7 @@
 namespace hgp {
 
 Status runLossScaling(Graph& g, PassContext& ctx) {
-  if (ctx.precision != DType::F16) return Status::ok();
+  if (ctx.precision != Precision::FP16) return Status::ok();
   if (g.findValue(names::kLossScale)) return Status::ok();
   auto scale = std::make_shared<TensorData>();
   scale->type = {DType::F32, {}};

@@ -130,11 +130,8 @@ private:
 } // namespace
 
 Status runMixedPrecision(Graph& g, PassContext& ctx) {
-  if (ctx.precision == DType::F32) return Status::ok();
-  if (!isHalfDType(ctx.precision))
-    return Status(ErrorCode::Usage, std::string("mixed precision in ") + dtypeName(ctx.precision) +
-                                        " is not supported (bf16 or f16)");
-  return Rewriter(g, ctx, ctx.precision).run();
+  if (!isMixedPrecision(ctx.precision)) return Status::ok();
+  return Rewriter(g, ctx, activationDType(ctx.precision)).run();
 }
 
 } // namespace hgp

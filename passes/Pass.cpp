@@ -30,25 +30,12 @@ Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext
     Status st = verifyGraph(g);
     if (!st.isOk())
       return Status(ErrorCode::Internal, "the IR is invalid after pass " + name + ": " + st.message());
-    if (ctx.printAfterAll && ctx.log)
+    bool print = ctx.printAfterAll ||
+                 std::find(ctx.printAfter.begin(), ctx.printAfter.end(), name) != ctx.printAfter.end();
+    if (print && ctx.log)
       *ctx.log << "// ----- IR after " << name << " (" << g.name() << ") -----\n" << printGraph(g);
   }
   return Status::ok();
-}
-
-std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
-std::vector<std::string> trainPipeline() {
-  return {"canonicalize", "add-loss", "add-step-counter", "sync-batch-norm", "autodiff", "fuse-batch-norm",
-          "fuse-gradient-sums", "fuse-conv-epilogue", "all-reduce-gradients",
-          "add-optimizer"};
-}
-std::vector<std::string> evalPipeline() {
-  return {"canonicalize", "eval-mode", "add-loss", "fuse-batch-norm", "fuse-conv-epilogue"};
-}
-
-std::vector<std::string> withoutFusion(std::vector<std::string> pipeline) {
-  std::erase_if(pipeline, [](const std::string& p) { return p.rfind("fuse-", 0) == 0; });
-  return pipeline;
 }
 
 Node* soleReader(const Graph& g, const Value* v) {

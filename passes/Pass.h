@@ -1,12 +1,14 @@
-// Pass.h - the pass infrastructure: options, the registry and pipelines.
+// Pass.h - the pass infrastructure: options, the registry and the pipeline runner.
 //
 // A pass is a function over one Graph. Passes are registered by name in PassRegistry.def (one
 // list, as LLVM's PassRegistry.def), so a pipeline is a plain list of names: `hgpc compile
-// --passes=a,b` runs exactly those, and `--print-after-all` prints the IR after each one.
-// Training options travel in the PassContext; passes that build the training step read them.
+// --passes=a,b` runs exactly those, `--print-after NAME` prints the IR after one and
+// `--print-after-all` after each. Which passes the standard pipelines hold is Pipeline.h's
+// business. Training options travel in the PassContext; passes that build the step read them.
 #pragma once
 
 #include "ir/Graph.h"
+#include "runtime/plan/Precision.h"
 
 #include <functional>
 #include <map>
@@ -63,12 +65,13 @@ struct TrainOptions {
 struct PassContext {
   TrainOptions train;
   bool printAfterAll = false;
-  std::ostream* log = nullptr; ///< Where --print-after-all writes.
+  std::vector<std::string> printAfter; ///< --print-after NAME: print the IR after these passes.
+  std::ostream* log = nullptr;         ///< Where --print-after(-all) writes.
   /// Counters passes bump ("autodiff.nodes-added"), printed with --stats.
   std::map<std::string, int64_t> stats;
-  /// The dtype of activations and their gradients: F32, or BF16/F16 for --precision bf16|fp16
-  /// (the mixed-precision pass reads it; F32 makes that pass a no-op).
-  DType precision = DType::F32;
+  /// The math mode (--precision). The mixed-precision pass stores activations and their
+  /// gradients in its activationDType (a no-op for fp32 and tf32); loss-scaling acts for fp16.
+  Precision precision = Precision::TF32;
   /// fp16 loss scaling (passes/LossScaling.cpp): the first scale, and GradScaler's growth and
   /// backoff factors and growth interval.
   double initialLossScale = 65536.0, lossScaleGrowth = 2.0, lossScaleBackoff = 0.5;
@@ -93,15 +96,8 @@ const std::vector<PassInfo>& allPasses();
 /// Looks a pass up by name; a usage error lists the known names.
 Expected<PassFn> lookupPass(const std::string& name);
 /// Runs the named passes in order, verifying the graph after each, and printing it after each
-/// when ctx.printAfterAll is set.
+/// when ctx.printAfterAll is set or ctx.printAfter names it.
 Status runPipeline(Graph& g, const std::vector<std::string>& passes, PassContext& ctx);
-
-/// The standard pipelines.
-std::vector<std::string> forwardPipeline();
-std::vector<std::string> trainPipeline();
-std::vector<std::string> evalPipeline();
-/// `pipeline` without its fusion passes (every pass named fuse-*): `hgpc --no-fuse`.
-std::vector<std::string> withoutFusion(std::vector<std::string> pipeline);
 
 /// Whether `v` is a graph output or takes part in a carry: a rewrite must keep it.
 bool escapesGraph(const Graph& g, const Value* v);

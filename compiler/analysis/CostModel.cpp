@@ -16,7 +16,7 @@ double allReduceSeconds(const Target& t, double bytes, int64_t ranks, const Cost
 }
 
 StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
-                  const std::string& precision, const CostCalibration& cal) {
+                  Precision precision, const CostCalibration& cal) {
   StepWork w = stepWork(plan, step);
   StepCost c;
   c.launch = estimateLaunch(t, plan, step);
@@ -49,7 +49,7 @@ StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
 }
 
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
-                        const std::string& precision, const CostCalibration& cal,
+                        Precision precision, const CostCalibration& cal,
                         const ProgramMeasurement* measured) {
   if (measured && (!measured->present || measured->steps.size() != program.steps.size()))
     measured = nullptr;

@@ -74,13 +74,13 @@ struct ProgramCost {
 
 /// One step's predicted time.
 StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
-                  const std::string& precision, const CostCalibration& cal = {});
+                  Precision precision, const CostCalibration& cal = {});
 
 /// Every step of a program, the iteration and the critical path. With `measured` (of this
 /// program, measureProgram in Records.h), measured times and launch shapes replace the
 /// estimates of every step.
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
-                        const std::string& precision, const CostCalibration& cal = {},
+                        Precision precision, const CostCalibration& cal = {},
                         const ProgramMeasurement* measured = nullptr);
 
 } // namespace hgp

@@ -6,7 +6,7 @@
 
 namespace hgp {
 
-StreamAssignment assignStreams(Plan& plan, const Target& target, const std::string& precision,
+StreamAssignment assignStreams(Plan& plan, const Target& target, Precision precision,
                                int maxStreams, const CostCalibration& cal,
                                const ProfileRecords* records) {
   StreamAssignment out;

@@ -22,7 +22,7 @@ struct StreamAssignment {
 /// Schedules every program of `plan` for `target` over at most `maxStreams` streams. With
 /// `records` (hgpc compile --records), the programs they profiled are scheduled with their
 /// measured step times instead of the estimates.
-StreamAssignment assignStreams(Plan& plan, const Target& target, const std::string& precision,
+StreamAssignment assignStreams(Plan& plan, const Target& target, Precision precision,
                                int maxStreams, const CostCalibration& cal = {},
                                const ProfileRecords* records = nullptr);
 

@@ -50,7 +50,7 @@ struct SliceOptions {
   const Target* target = nullptr;
   /// The stream pool the schedule that judges the analyzer's choices may use.
   int maxStreams = 4;
-  std::string precision = "tf32";
+  Precision precision = Precision::TF32;
   CostCalibration cal;
   double minGain = 1.05;
 };

@@ -3,7 +3,7 @@
 namespace hgp {
 
 double splitSeconds(const Target& t, const Plan& plan, const PlanStep& step, int k,
-                    const std::string& precision, const CostCalibration& cal) {
+                    Precision precision, const CostCalibration& cal) {
   bool conv = step.op == OpKind::Conv || step.op == OpKind::ConvBwdData ||
               step.op == OpKind::ConvBwdFilter;
   if (!conv || k < 1) return 0;
@@ -36,7 +36,7 @@ double splitSeconds(const Target& t, const Plan& plan, const PlanStep& step, int
 }
 
 int chooseSplitWidth(const Target& t, const Plan& plan, const PlanStep& step,
-                     const std::string& precision, double minGain, const CostCalibration& cal) {
+                     Precision precision, double minGain, const CostCalibration& cal) {
   double whole = splitSeconds(t, plan, step, 1, precision, cal);
   int best = 1;
   double bestSeconds = whole;

@@ -21,11 +21,11 @@ inline constexpr int kSplitWidths[] = {1, 2, 4, 8};
 /// Predicted seconds of a convolution phase (Conv, ConvBwdData, ConvBwdFilter) run as `k`
 /// concurrent sub-batches; 0 when the batch does not divide by k or the step is not one.
 double splitSeconds(const Target& t, const Plan& plan, const PlanStep& step, int k,
-                    const std::string& precision, const CostCalibration& cal = {});
+                    Precision precision, const CostCalibration& cal = {});
 
 /// The width with the lowest predicted time, 1 unless it beats the whole batch by `minGain`.
 int chooseSplitWidth(const Target& t, const Plan& plan, const PlanStep& step,
-                     const std::string& precision, double minGain = 1.05,
+                     Precision precision, double minGain = 1.05,
                      const CostCalibration& cal = {});
 
 } // namespace hgp

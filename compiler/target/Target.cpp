@@ -8,8 +8,11 @@
 
 namespace hgp {
 
-double Target::peak(const std::string& precision) const {
-  double r = precision == "tf32" ? tf32 : precision == "fp16" ? fp16 : precision == "bf16" ? bf16 : fp32;
+double Target::peak(Precision precision) const {
+  double r = precision == Precision::TF32   ? tf32
+             : precision == Precision::FP16 ? fp16
+             : precision == Precision::BF16 ? bf16
+                                            : fp32;
   return r > 0 ? r : fp32;
 }
 

@@ -7,6 +7,7 @@
 // local driver which GPU is present.
 #pragma once
 
+#include "runtime/plan/Precision.h"
 #include "runtime/support/Status.h"
 
 #include <string>
@@ -27,9 +28,8 @@ struct Target {
   double linkBandwidth = 0; ///< GPU to GPU in one machine, bytes per second per direction.
   int64_t memoryBytes = 0;  ///< Device memory, the total the driver reports.
 
-  /// The peak rate for a math mode ("fp32", "tf32", "fp16", "bf16"), falling back to FP32 where
-  /// the GPU has no tensor cores for it.
-  double peak(const std::string& precision) const;
+  /// The peak rate for a math mode, falling back to FP32 where the GPU has no tensor cores for it.
+  double peak(Precision precision) const;
   /// The compute capability as one number (H100/H200 90, A100 80, V100 70, T4 75, L4 89): the
   /// SM architecture generated kernels are compiled for (compiler/codegen).
   int smArch() const;

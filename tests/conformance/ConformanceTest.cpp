@@ -13,6 +13,7 @@
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/OnnxTensor.h"
 #include "passes/Pass.h"
+#include "passes/Pipeline.h"
 #include "runtime/Backend.h"
 
 #include <gtest/gtest.h>

@@ -106,7 +106,7 @@ std::optional<EmittedPlan> planOf(const std::string& what, const Shape& x, const
   if (low != DType::F32) {
     for (Value* v : outs) g.addOutput(v);
     PassContext ctx;
-    ctx.precision = low;
+    ctx.precision = precisionStoring(low);
     Status st = runPipeline(g, {"mixed-precision"}, ctx);
     EXPECT_TRUE(st.isOk()) << st.toString();
     outs.clear();
@@ -127,7 +127,7 @@ std::optional<EmittedPlan> planOf(const std::string& what, const Shape& x, const
     EXPECT_GT(fused, 0) << "nothing was fused:\n" << printGraph(g);
     if (foldedSums) *foldedSums = ctx.stats["fuse-gradient-sums.bwd-sum"];
   }
-  return emit(g, bindings, low == DType::F32 ? "fp32" : low == DType::BF16 ? "bf16" : "fp16");
+  return emit(g, bindings, precisionName(precisionStoring(low)));
 }
 
 RunSpec specFor(DType low) {

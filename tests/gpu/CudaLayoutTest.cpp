@@ -75,7 +75,7 @@ Value* cast(Graph& g, Value* v, DType to) {
 }
 
 std::string precisionOf(DType low) {
-  return low == DType::F32 ? "fp32" : low == DType::BF16 ? "bf16" : "fp16";
+  return precisionName(precisionStoring(low));
 }
 
 /// The case's plan in `low` precision: the op in both layouts over the same parameters.

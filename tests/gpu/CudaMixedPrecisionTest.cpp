@@ -53,7 +53,7 @@ void checkMixed(const std::string& what, DType low, std::vector<TensorType> para
     g.addOutput(v);
   }
   PassContext ctx;
-  ctx.precision = low;
+  ctx.precision = precisionStoring(low);
   Status st = runPipeline(g, {"mixed-precision"}, ctx);
   ASSERT_TRUE(st.isOk()) << st.toString();
   // The pass rebuilt the nodes: read the results back from the graph's outputs.
@@ -238,7 +238,7 @@ double relativeDistance(const std::vector<uint8_t>& a, const std::vector<uint8_t
 /// session, device call 1) the bf16 momentum buffers of the classifier at step 1 were 3.0 d from
 /// the CPU's (10.6% of their largest element, d = 3.5%). A wiring fault (a lost cast, loss scale
 /// or master-weight update) moves a result by its own size, far beyond 4d (docs/precision.md).
-void trainLeNet5(const std::string& precision) {
+void trainLeNet5(Precision precision) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
   o.batch = 16;
@@ -250,7 +250,7 @@ void trainLeNet5(const std::string& precision) {
   auto c = compileModel(o);
   ASSERT_TRUE(c.hasValue()) << c.status().toString();
   CompileOptions o32 = o;
-  o32.precision = "fp32";
+  o32.precision = Precision::FP32;
   auto c32 = compileModel(o32);
   ASSERT_TRUE(c32.hasValue()) << c32.status().toString();
   const Plan& plan = c->emitted.plan;
@@ -302,8 +302,8 @@ void trainLeNet5(const std::string& precision) {
 /// with loss scaling (the scale, its good-step count and the momentum buffers are compared too).
 TEST(CudaMixedPrecision, LeNet5TrainingStepsMatchTheCpu) {
   HGP_REQUIRE_CUDA();
-  for (const char* precision : {"bf16", "fp16"}) {
-    SCOPED_TRACE(precision);
+  for (Precision precision : {Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precisionName(precision));
     trainLeNet5(precision);
   }
 }
@@ -316,7 +316,7 @@ TEST(CudaMixedPrecision, UnsupportedOpIsRefusedAtLoad) {
   Value* x = addValue(g, "x", TensorRole::Param, f32({2, 5}));
   g.addOutput(op1(g, OpKind::Softmax, {x}, attrs({{"axis", int64_t(1)}})));
   PassContext ctx;
-  ctx.precision = DType::BF16;
+  ctx.precision = Precision::BF16;
   ASSERT_TRUE(runPipeline(g, {"mixed-precision"}, ctx).isOk());
   auto e = emit(g, bindOutputs(g, {}), "bf16");
   ASSERT_TRUE(e.has_value());

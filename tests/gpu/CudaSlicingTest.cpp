@@ -62,7 +62,7 @@ TEST(CudaSlicing, SplitAndPipelinedStepsMatchTheCpu) {
         accumulating += s.op == OpKind::ConvBwdFilter && s.attrs.getInt("accumulate", 0) == 1;
       EXPECT_GT(accumulating, 0) << printPlan(e.plan);
       if (streams > 1) {
-        StreamAssignment a = assignStreams(e.plan, *target, "fp32", streams);
+        StreamAssignment a = assignStreams(e.plan, *target, Precision::FP32, streams);
         EXPECT_GT(a.maxStreamsUsed, 1) << "the slices stayed on one stream";
         ASSERT_TRUE(e.plan.validate().isOk());
       }

@@ -11,6 +11,7 @@
 // The training steps compare to 1e-4: they run cuDNN convolutions (fp32, no TF32), whose
 // summation order differs from the CPU's, for several steps.
 #include "compiler/schedule/AssignStreams.h"
+#include "passes/Pipeline.h"
 #include "tests/gpu/GpuTestUtil.h"
 
 namespace hgp::gputest {
@@ -406,7 +407,7 @@ TEST(CudaTraining, MultiStreamPlanIsBitIdenticalToOneStream) {
     EmittedPlan many = *one;
     auto target = findTarget("h200");
     ASSERT_TRUE(target.hasValue());
-    StreamAssignment a = assignStreams(many.plan, *target, "fp32", 4);
+    StreamAssignment a = assignStreams(many.plan, *target, Precision::FP32, 4);
     ASSERT_GT(a.maxStreamsUsed, 1) << "the schedule did not spread the step";
     ASSERT_GT(a.events, 0u);
     ASSERT_TRUE(many.plan.validate().isOk());

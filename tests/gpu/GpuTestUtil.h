@@ -175,6 +175,11 @@ inline std::map<std::string, std::string> differentiate(Graph& g, const std::vec
   return b;
 }
 
+/// The precision whose activations are `low`: fp32 for F32 (no TF32), bf16, fp16.
+inline Precision precisionStoring(DType low) {
+  return low == DType::BF16 ? Precision::BF16 : low == DType::F16 ? Precision::FP16 : Precision::FP32;
+}
+
 /// Emits a one-program plan ("step"). precision: "fp32" (no TF32) or "tf32".
 inline std::optional<EmittedPlan> emit(const Graph& g, std::map<std::string, std::string> bindings,
                                        const std::string& precision = "fp32") {

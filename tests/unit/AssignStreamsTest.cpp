@@ -66,7 +66,7 @@ TEST(AssignStreams, EveryDependencyIsImpliedByStreamOrderAndWaits) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Plan plan = randomPlan(60, seed);
-    StreamAssignment a = assignStreams(plan, *target, "tf32", 4);
+    StreamAssignment a = assignStreams(plan, *target, Precision::TF32, 4);
     EXPECT_GT(a.maxStreamsUsed, 1);
     ASSERT_TRUE(plan.validate().isOk()) << plan.validate().toString();
     const PlanProgram& p = plan.programs[0];
@@ -85,8 +85,8 @@ TEST(AssignStreams, OneStreamLeavesThePlanSerial) {
   auto target = findTarget("h200");
   ASSERT_TRUE(target.hasValue());
   Plan plan = randomPlan(30, 7);
-  assignStreams(plan, *target, "tf32", 4);
-  StreamAssignment a = assignStreams(plan, *target, "tf32", 1);
+  assignStreams(plan, *target, Precision::TF32, 4);
+  StreamAssignment a = assignStreams(plan, *target, Precision::TF32, 1);
   EXPECT_EQ(a.maxStreamsUsed, 1);
   EXPECT_EQ(a.events, 0u);
   for (const PlanStep& s : plan.programs[0].steps) {
@@ -99,7 +99,7 @@ TEST(AssignStreams, WaitsSurviveTheTextForm) {
   auto target = findTarget("h200");
   ASSERT_TRUE(target.hasValue());
   Plan plan = randomPlan(40, 3);
-  assignStreams(plan, *target, "tf32", 3);
+  assignStreams(plan, *target, Precision::TF32, 3);
   std::string text = printPlan(plan);
   EXPECT_NE(text.find(" waits="), std::string::npos);
   auto back = parsePlan(text);

@@ -294,7 +294,7 @@ TEST(BatchSlicing, SlicesOfOneTensorAreIndependentForTheStreamSchedule) {
   EXPECT_EQ(deps[2], (std::vector<int>{0}));
   EXPECT_EQ(deps[3], (std::vector<int>{1}));
   Target t = *findTarget("h200");
-  ProgramCost cost = programCost(t, p, p.programs[0], "tf32");
+  ProgramCost cost = programCost(t, p, p.programs[0], Precision::TF32);
   StreamSchedule s = scheduleStreams(t, p, p.programs[0], cost, 2);
   EXPECT_NE(s.stream[0], s.stream[1]);
   // The filter gradient's slices add into one dW: the second waits for the first.
@@ -326,7 +326,7 @@ TEST(BatchSlicing, TheAnalyzersChoicesNeverSlowTheScheduleDown) {
     Plan p = b.plan;
     SliceResult res = sliceBatches(p, o);
     auto predicted = [&](const Plan& q) {
-      ProgramCost c = programCost(t, q, q.programs[0], "tf32");
+      ProgramCost c = programCost(t, q, q.programs[0], Precision::TF32);
       return scheduleStreams(t, q, q.programs[0], c, streams).sharedSeconds;
     };
     EXPECT_LE(predicted(p), predicted(b.plan)) << streams << " streams";

@@ -152,7 +152,7 @@ TEST(CostModel, SerialSumAndCriticalPath) {
   prog.name = "train";
   prog.steps = {step(OpKind::Relu, {0}, {1}), step(OpKind::Relu, {1}, {2}),
                 step(OpKind::Relu, {0}, {3})};
-  ProgramCost c = programCost(t, p, prog, "tf32");
+  ProgramCost c = programCost(t, p, prog, Precision::TF32);
   ASSERT_EQ(c.steps.size(), 3u);
   // Each: 8 MiB moved at the calibrated fraction of 1 TB/s plus 1 us of launch.
   double each = 1e-6 + 8.0 * (1 << 20) / (1e12 * CostCalibration().memoryEfficiency);
@@ -168,21 +168,21 @@ TEST(CostModel, TensorCoresOnlyForConvolutionsAndFasterThanFp32) {
   Target t = fakeTarget();
   Plan p = planOf({{64, 64, 56, 56}, {64, 64, 3, 3}, {64, 64, 56, 56}});
   PlanStep conv = step(OpKind::Conv, {0, 1}, {2});
-  double tf32 = stepCost(t, p, conv, "tf32").seconds, fp32 = stepCost(t, p, conv, "fp32").seconds;
+  double tf32 = stepCost(t, p, conv, Precision::TF32).seconds, fp32 = stepCost(t, p, conv, Precision::FP32).seconds;
   EXPECT_LT(tf32, fp32);
   // A ReLU costs the same in either mode.
   PlanStep relu = step(OpKind::Relu, {0}, {2});
-  EXPECT_DOUBLE_EQ(stepCost(t, p, relu, "tf32").seconds, stepCost(t, p, relu, "fp32").seconds);
+  EXPECT_DOUBLE_EQ(stepCost(t, p, relu, Precision::TF32).seconds, stepCost(t, p, relu, Precision::FP32).seconds);
 }
 
 TEST(Target, KnownAndUnknownNames) {
   auto h200 = findTarget("h200");
   ASSERT_TRUE(h200.hasValue());
   EXPECT_EQ(h200->sms, 132);
-  EXPECT_GT(h200->peak("tf32"), h200->peak("fp32"));
+  EXPECT_GT(h200->peak(Precision::TF32), h200->peak(Precision::FP32));
   auto v100 = findTarget("v100");
   ASSERT_TRUE(v100.hasValue());
-  EXPECT_DOUBLE_EQ(v100->peak("tf32"), v100->fp32); // no TF32 before Ampere
+  EXPECT_DOUBLE_EQ(v100->peak(Precision::TF32), v100->fp32); // no TF32 before Ampere
   auto bad = findTarget("h900");
   ASSERT_FALSE(bad.hasValue());
   EXPECT_EQ(bad.status().code(), ErrorCode::Usage);

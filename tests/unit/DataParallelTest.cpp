@@ -9,6 +9,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/schedule/StreamSchedule.h"
 #include "passes/Pass.h"
+#include "passes/Pipeline.h"
 #include "runtime/Backend.h"
 
 #include <gtest/gtest.h>
@@ -338,7 +339,7 @@ TEST(DataParallel, CollectivesRunOnTheirOwnStream) {
   const Plan& plan = c.emitted.plan;
   const PlanProgram& p = plan.programs[0];
   Target t = *findTarget("h200");
-  ProgramCost cost = programCost(t, plan, p, "tf32");
+  ProgramCost cost = programCost(t, plan, p, Precision::TF32);
   for (int maxStreams : {1, 4}) {
     StreamSchedule s = scheduleStreams(t, plan, p, cost, maxStreams);
     ASSERT_GE(s.commStream, 0);
@@ -378,7 +379,7 @@ TEST(DataParallel, CompiledPlansPutCollectivesOnTheirOwnStream) {
   Target t = *findTarget("h200");
   for (int maxStreams : {1, 4, kMaxPlanStreams}) {
     Compiled c = compileMlp(2, 100);
-    assignStreams(c.emitted.plan, t, "tf32", maxStreams, {}, nullptr);
+    assignStreams(c.emitted.plan, t, Precision::TF32, maxStreams, {}, nullptr);
     ASSERT_TRUE(c.emitted.plan.validate().isOk()) << maxStreams;
     std::set<int> comm, compute;
     for (const PlanStep& s : c.emitted.plan.programs[0].steps)
@@ -410,7 +411,7 @@ TEST(DataParallel, RingAllReduceTimeFromLinkBandwidth) {
   const Plan& plan = c.emitted.plan;
   for (const PlanStep& s : plan.programs[0].steps) {
     if (s.op != OpKind::AllReduce) continue;
-    StepCost sc = stepCost(t, plan, s, "tf32", cal);
+    StepCost sc = stepCost(t, plan, s, Precision::TF32, cal);
     EXPECT_NEAR(sc.seconds,
                 t.launchSeconds + allReduceSeconds(t, double(s.attrs.getInt("bytes")), 2, cal),
                 1e-15);

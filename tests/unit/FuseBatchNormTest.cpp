@@ -8,6 +8,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/schedule/BatchSlicing.h"
 #include "passes/Pass.h"
+#include "passes/Pipeline.h"
 #include "runtime/Backend.h"
 
 #include <gtest/gtest.h>
@@ -75,7 +76,7 @@ struct Prepared {
   PassContext ctx;
 };
 
-Prepared prepare(const Builder& body, DType precision, bool fuse, Shape x = {4, 3, 5, 6}) {
+Prepared prepare(const Builder& body, Precision precision, bool fuse, Shape x = {4, 3, 5, 6}) {
   Prepared p;
   p.g = std::make_unique<Graph>("fuse");
   Graph& g = *p.g;
@@ -84,7 +85,7 @@ Prepared prepare(const Builder& body, DType precision, bool fuse, Shape x = {4, 
                param(g, "bias", f32({c}), 3), param(g, "s", f32(x), 4)};
   std::vector<Value*> outs = body(g, ps);
   p.ctx.precision = precision;
-  if (precision != DType::F32) {
+  if (isMixedPrecision(precision)) {
     for (Value* v : outs) g.addOutput(v);
     Status st = runPipeline(g, {"mixed-precision"}, p.ctx);
     EXPECT_TRUE(st.isOk()) << st.toString();
@@ -198,7 +199,7 @@ Builder bnTwoReaders = [](Graph& g, const Params& p) {
 };
 
 TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
-  Prepared p = prepare(bnRelu, DType::F32, true);
+  Prepared p = prepare(bnRelu, Precision::FP32, true);
   const Graph& g = *p.g;
   EXPECT_EQ(count(g, OpKind::Relu), 0u) << printGraph(g);
   EXPECT_EQ(count(g, OpKind::ReluBwd), 0u) << printGraph(g);
@@ -222,7 +223,7 @@ TEST(FuseBatchNorm, FusesBatchNormReluForwardAndBackward) {
 }
 
 TEST(FuseBatchNorm, FusesTheResidualAddAndWritesTheSharedGradient) {
-  Prepared p = prepare(bnAddRelu, DType::F32, true);
+  Prepared p = prepare(bnAddRelu, Precision::FP32, true);
   const Graph& g = *p.g;
   const Node* bn = find(g, OpKind::BatchNormTrain);
   ASSERT_NE(bn, nullptr);
@@ -245,7 +246,7 @@ TEST(FuseBatchNorm, FusesTheResidualAddAndWritesTheSharedGradient) {
 }
 
 TEST(FuseBatchNorm, TheLaterBatchNormTakesTheEarlierOneAsResidual) {
-  Prepared p = prepare(twoBnAddRelu, DType::F32, true);
+  Prepared p = prepare(twoBnAddRelu, Precision::FP32, true);
   const Graph& g = *p.g;
   EXPECT_EQ(count(g, OpKind::Add), 0u) << printGraph(g);
   std::vector<const Node*> bns;
@@ -268,7 +269,7 @@ TEST(FuseBatchNorm, TheLaterBatchNormTakesTheEarlierOneAsResidual) {
 }
 
 TEST(FuseBatchNorm, FusesInferenceModeBatchNorm) {
-  Prepared p = prepare(frozenBnRelu, DType::F32, true);
+  Prepared p = prepare(frozenBnRelu, Precision::FP32, true);
   const Node* bn = find(*p.g, OpKind::BatchNorm);
   ASSERT_NE(bn, nullptr);
   EXPECT_EQ(bn->attrs().getString("activation"), "relu");
@@ -286,7 +287,7 @@ TEST(FuseBatchNorm, LeavesAnIntermediateWithAnotherReader) {
         Value* y = bnTrain(g, ps[0], ps[1], ps[2]);
         return std::vector<Value*>{op1(g, OpKind::Relu, {y}), y};
       },
-      DType::F32, true);
+      Precision::FP32, true);
   EXPECT_EQ(count(*p.g, OpKind::Relu), 1u);
   EXPECT_FALSE(find(*p.g, OpKind::BatchNormTrain)->attrs().has("activation"));
   // Its gradient is the sum of the Relu's and the output's: ReluBwd feeds a Sum, not the BN.
@@ -299,7 +300,7 @@ TEST(FuseBatchNorm, LeavesAnIntermediateWithAnotherReader) {
         Value* a = op1(g, OpKind::Add, {bnTrain(g, ps[0], ps[1], ps[2]), ps[3]});
         return std::vector<Value*>{op1(g, OpKind::Relu, {a}), a};
       },
-      DType::F32, true);
+      Precision::FP32, true);
   EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
   EXPECT_EQ(find(*q.g, OpKind::BatchNormTrain)->numInputs(), 3u);
 }
@@ -312,7 +313,7 @@ TEST(FuseBatchNorm, LeavesAReluThatIsNotDirectlyAfterTheBatchNorm) {
         Value* y = op1(g, OpKind::Scale, {bnTrain(g, ps[0], ps[1], ps[2])}, a);
         return std::vector<Value*>{op1(g, OpKind::Relu, {y})};
       },
-      DType::F32, true);
+      Precision::FP32, true);
   EXPECT_EQ(count(*p.g, OpKind::Relu), 1u);
   EXPECT_EQ(count(*p.g, OpKind::ReluBwd), 1u);
   EXPECT_FALSE(find(*p.g, OpKind::BatchNormTrain)->attrs().has("activation"));
@@ -327,7 +328,7 @@ TEST(FuseBatchNorm, LeavesAResidualComputedAfterTheBatchNormOrOfAnotherShape) {
         Value* s = op1(g, OpKind::Relu, {ps[3]});
         return std::vector<Value*>{op1(g, OpKind::Relu, {op1(g, OpKind::Add, {y, s})})};
       },
-      DType::F32, true);
+      Precision::FP32, true);
   EXPECT_EQ(count(*p.g, OpKind::Add), 1u) << printGraph(*p.g);
   EXPECT_EQ(find(*p.g, OpKind::BatchNormTrain)->numInputs(), 3u);
   // A broadcast residual ([C,1,1]) is not fused.
@@ -337,7 +338,7 @@ TEST(FuseBatchNorm, LeavesAResidualComputedAfterTheBatchNormOrOfAnotherShape) {
         Value* a = op1(g, OpKind::Add, {bnTrain(g, ps[0], ps[1], ps[2]), s});
         return std::vector<Value*>{op1(g, OpKind::Relu, {a})};
       },
-      DType::F32, true);
+      Precision::FP32, true);
   EXPECT_EQ(count(*q.g, OpKind::Add), 1u);
 }
 
@@ -353,9 +354,9 @@ size_t sumsIntoBatchNormBwd(const Graph& g) {
 }
 
 TEST(FuseBatchNorm, FoldsTheGradientSumAtABlockInput) {
-  Prepared plain = prepare(residualBlock, DType::F32, false);
+  Prepared plain = prepare(residualBlock, Precision::FP32, false);
   EXPECT_EQ(sumsIntoBatchNormBwd(*plain.g), 1u) << printGraph(*plain.g);
-  Prepared p = prepare(residualBlock, DType::F32, true);
+  Prepared p = prepare(residualBlock, Precision::FP32, true);
   const Graph& g = *p.g;
   EXPECT_EQ(sumsIntoBatchNormBwd(g), 0u) << printGraph(g);
   EXPECT_EQ(count(g, OpKind::Sum), count(*plain.g, OpKind::Sum) - 1) << printGraph(g);
@@ -388,7 +389,7 @@ TEST(FuseBatchNorm, FoldsTheGradientSumAtABlockInput) {
 }
 
 TEST(FuseBatchNorm, FoldsTheGradientSumIntoAPlainBatchNormBwd) {
-  Prepared p = prepare(bnTwoReaders, DType::F32, true);
+  Prepared p = prepare(bnTwoReaders, Precision::FP32, true);
   const Node* bwd = find(*p.g, OpKind::BatchNormBwd);
   ASSERT_NE(bwd, nullptr);
   EXPECT_FALSE(bwd->attrs().has("activation"));
@@ -497,7 +498,7 @@ TEST(FuseBatchNorm, VerifierChecksTheFusedOperands) {
 /// slices X and Z alike, as a plain inference-mode BatchNorm slices X and Y.
 TEST(FuseBatchNorm, BatchSlicingKeepsFusedBatchNormWhole) {
   for (const Builder* body : {&bnRelu, &bnAddRelu, &frozenBnRelu}) {
-    Prepared p = prepare(*body, DType::F32, true);
+    Prepared p = prepare(*body, Precision::FP32, true);
     EmitOptions eo;
     auto e = emitPlan({ProgramSource{"step", p.g.get(), p.bindings}}, eo);
     ASSERT_TRUE(e.hasValue()) << e.status().toString();
@@ -543,19 +544,19 @@ std::map<std::string, std::vector<uint8_t>> runOnCpu(const Prepared& p) {
 }
 
 void expectFusedMatchesUnfused(const std::string& what, const Builder& body, Shape x = {4, 3, 5, 6}) {
-  for (DType precision : {DType::F32, DType::BF16, DType::F16}) {
-    SCOPED_TRACE(what + " " + dtypeName(precision));
+  for (Precision precision : {Precision::FP32, Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(what + " " + precisionName(precision));
     Prepared fused = prepare(body, precision, true, x), plain = prepare(body, precision, false, x);
     int64_t fusions = 0;
     for (const auto& [k, v] : fused.ctx.stats)
       if (k.rfind("fuse-", 0) == 0) fusions += v;
     EXPECT_GT(fusions, 0) << printGraph(*fused.g);
-    if (precision != DType::F32) {
+    if (isMixedPrecision(precision)) {
       bool half = false;
       for (const Node* n : fused.g->nodes())
         if (n->op() == OpKind::BatchNormTrain || n->op() == OpKind::BatchNorm)
-          half |= n->input(0)->dtype() == precision;
-      EXPECT_TRUE(half) << "the BatchNorm must run in " << dtypeName(precision);
+          half |= n->input(0)->dtype() == activationDType(precision);
+      EXPECT_TRUE(half) << "the BatchNorm must run in " << precisionName(precision);
     }
     auto a = runOnCpu(fused), b = runOnCpu(plain);
     ASSERT_EQ(a.size(), b.size());

@@ -14,7 +14,7 @@
 namespace hgp {
 namespace {
 
-Expected<Compilation> compileLenet(const std::string& precision, bool fuse, int ranks = 1) {
+Expected<Compilation> compileLenet(Precision precision, bool fuse, int ranks = 1) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
   o.batch = 8;
@@ -53,7 +53,7 @@ Counts countSteps(const Plan& plan, const std::string& program) {
 }
 
 TEST(FuseCasts, GathersTheParameterAndGradientCastsOfABf16Step) {
-  auto fused = compileLenet("bf16", true), plain = compileLenet("bf16", false);
+  auto fused = compileLenet(Precision::BF16, true), plain = compileLenet(Precision::BF16, false);
   ASSERT_TRUE(fused.hasValue()) << fused.status().toString();
   ASSERT_TRUE(plain.hasValue()) << plain.status().toString();
   // LeNet-5 has 10 parameters: 10 casts down before the forward, 10 gradient casts up.
@@ -70,14 +70,14 @@ TEST(FuseCasts, GathersTheParameterAndGradientCastsOfABf16Step) {
 }
 
 TEST(FuseCasts, Fp32HasNothingToGather) {
-  auto fused = compileLenet("tf32", true);
+  auto fused = compileLenet(Precision::TF32, true);
   ASSERT_TRUE(fused.hasValue()) << fused.status().toString();
   EXPECT_EQ(countSteps(fused->emitted.plan, "train").castGroups, 0);
   EXPECT_EQ(countSteps(fused->emitted.plan, "train").casts, 0);
 }
 
 TEST(FuseCasts, GradientCastsThatAnAllReduceReadsStayInPlace) {
-  auto fused = compileLenet("bf16", true, 2);
+  auto fused = compileLenet(Precision::BF16, true, 2);
   ASSERT_TRUE(fused.hasValue()) << fused.status().toString();
   Counts f = countSteps(fused->emitted.plan, "train");
   EXPECT_EQ(f.castGroups, 1); // the parameters only
@@ -130,8 +130,8 @@ std::pair<std::vector<float>, std::map<std::string, std::vector<uint8_t>>> train
 }
 
 TEST(FuseCasts, GroupedPlanTrainsBitForBitLikeTheUngroupedOne) {
-  for (const char* precision : {"bf16", "fp16"}) {
-    SCOPED_TRACE(precision);
+  for (Precision precision : {Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precisionName(precision));
     auto fused = compileLenet(precision, true), plain = compileLenet(precision, false);
     ASSERT_TRUE(fused.hasValue() && plain.hasValue());
     ASSERT_GT(countSteps(fused->emitted.plan, "train").castGroups, 0);

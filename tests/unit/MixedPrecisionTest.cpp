@@ -5,6 +5,7 @@
 #include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Pass.h"
+#include "passes/Pipeline.h"
 #include "runtime/Backend.h"
 #include "runtime/plan/Half.h"
 
@@ -151,7 +152,7 @@ std::unique_ptr<Graph> smallNet() {
 TEST(MixedPrecision, GoldenForwardIrInBf16) {
   auto g = smallNet();
   PassContext ctx;
-  ctx.precision = DType::BF16;
+  ctx.precision = Precision::BF16;
   Status st = runPipeline(*g, {"canonicalize", "add-loss", "mixed-precision"}, ctx);
   ASSERT_TRUE(st.isOk()) << st.toString();
   std::string ir = printGraph(*g);
@@ -216,7 +217,7 @@ TEST(MixedPrecision, GoldenForwardIrInBf16) {
 TEST(MixedPrecision, WholeTrainStepKeepsMastersAndGradientsF32) {
   auto g = smallNet();
   PassContext ctx;
-  ctx.precision = DType::BF16;
+  ctx.precision = Precision::BF16;
   ctx.train.momentum = 0.9;
   std::vector<std::string> pipeline = trainPipeline();
   pipeline.insert(std::find(pipeline.begin(), pipeline.end(), "add-loss") + 1, "mixed-precision");
@@ -259,7 +260,7 @@ struct TrainRun {
   std::string planText;
 };
 
-TrainRun trainLenet(const std::string& precision, int steps, int split = 0) {
+TrainRun trainLenet(Precision precision, int steps, int split = 0) {
   TrainRun r;
   CompileOptions o;
   if (split) {
@@ -308,7 +309,7 @@ TrainRun trainLenet(const std::string& precision, int steps, int split = 0) {
 
 TEST(MixedPrecision, LeNet5Bf16TracksFp32OnCpu) {
   const int steps = 5;
-  TrainRun f32 = trainLenet("fp32", steps), bf16 = trainLenet("bf16", steps);
+  TrainRun f32 = trainLenet(Precision::FP32, steps), bf16 = trainLenet(Precision::BF16, steps);
   ASSERT_EQ(bf16.losses.size(), size_t(steps));
   EXPECT_NE(bf16.planText.find("precision=\"bf16\""), std::string::npos);
   EXPECT_NE(bf16.planText.find("act bf16["), std::string::npos);
@@ -319,7 +320,7 @@ TEST(MixedPrecision, LeNet5Bf16TracksFp32OnCpu) {
         << "step " << s;
   }
   EXPECT_LT(bf16.losses.back(), bf16.losses.front()) << "bf16 must train";
-  TrainRun init = trainLenet("fp32", 0);
+  TrainRun init = trainLenet(Precision::FP32, 0);
   ASSERT_EQ(bf16.params.size(), 10u);
   for (const auto& [name, w0] : init.params) {
     const std::vector<float>&a = f32.params[name], &b = bf16.params[name];
@@ -335,14 +336,14 @@ TEST(MixedPrecision, LeNet5Bf16TracksFp32OnCpu) {
 
 TEST(MixedPrecision, LeNet5Fp16WithLossScalingTracksFp32OnCpu) {
   const int steps = 5;
-  TrainRun f32 = trainLenet("fp32", steps), f16 = trainLenet("fp16", steps);
+  TrainRun f32 = trainLenet(Precision::FP32, steps), f16 = trainLenet(Precision::FP16, steps);
   ASSERT_EQ(f16.losses.size(), size_t(steps));
   EXPECT_NE(f16.planText.find("LossScaleUpdate("), std::string::npos);
   EXPECT_NE(f16.planText.find("grad_scale=1"), std::string::npos);
   for (int s = 0; s < steps; ++s)
     EXPECT_NEAR(f16.losses[size_t(s)], f32.losses[size_t(s)], 0.01 * f32.losses[size_t(s)])
         << "step " << s;
-  TrainRun init = trainLenet("fp32", 0);
+  TrainRun init = trainLenet(Precision::FP32, 0);
   for (const auto& [name, w0] : init.params) {
     const std::vector<float>&a = f32.params[name], &b = f16.params[name];
     double diff = 0, step = 0;
@@ -362,7 +363,7 @@ TEST(MixedPrecision, LeNet5Fp16WithLossScalingTracksFp32OnCpu) {
 TEST(MixedPrecision, Fp16LossScalingSkipsAndAdjustsOnTheDevice) {
   auto g = smallNet();
   PassContext ctx;
-  ctx.precision = DType::F16;
+  ctx.precision = Precision::FP16;
   ctx.train.momentum = 0.9;
   ctx.train.lr = 0.1;
   ctx.lossScaleInterval = 2;
@@ -452,7 +453,7 @@ TEST(MixedPrecision, Fp16UpdatesDoNotDependOnTheScale) {
   for (float scale : {1.f, 256.f, 4096.f}) {
     auto g = smallNet();
     PassContext ctx;
-    ctx.precision = DType::F16;
+    ctx.precision = Precision::FP16;
     ctx.train.lr = 0.1;
     ctx.initialLossScale = scale;
     std::vector<std::string> pipeline = trainPipeline();
@@ -485,7 +486,7 @@ TEST(MixedPrecision, Fp16UpdatesDoNotDependOnTheScale) {
 /// whole one up to reassociation (which bf16 rounding makes visible), and it never accumulates a
 /// filter gradient in 16 bits.
 TEST(MixedPrecision, SlicedBf16PlanTrainsLikeTheWholeOne) {
-  TrainRun whole = trainLenet("bf16", 3), sliced = trainLenet("bf16", 3, 2);
+  TrainRun whole = trainLenet(Precision::BF16, 3), sliced = trainLenet(Precision::BF16, 3, 2);
   ASSERT_EQ(sliced.losses.size(), 3u);
   EXPECT_NE(sliced.planText.find("#1/2"), std::string::npos) << "the plan must be sliced";
   auto back = parsePlan(sliced.planText);
@@ -511,12 +512,14 @@ TEST(MixedPrecision, RejectsWhatItDoesNotSupport) {
   CompileOptions o;
   o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
   o.batch = 4;
-  o.precision = "bf16";
+  o.precision = Precision::BF16;
   o.training = false;
   auto c = compileModel(o);
   ASSERT_FALSE(c.hasValue());
   EXPECT_EQ(c.status().code(), ErrorCode::Usage);
-  EXPECT_FALSE(activationDType("int8").hasValue());
+  Expected<Precision> int8 = parsePrecision("int8");
+  ASSERT_FALSE(int8.hasValue());
+  EXPECT_EQ(int8.status().code(), ErrorCode::Usage);
 }
 
 } // namespace

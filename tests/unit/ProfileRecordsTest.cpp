@@ -152,9 +152,9 @@ TEST(ProfileRecords, CostModelTakesMeasuredTimesAndShapes) {
   Target t = fakeTarget();
   Plan plan = fourStepPlan();
   const PlanProgram& prog = plan.programs[0];
-  ProgramCost estimated = programCost(t, plan, prog, "tf32");
+  ProgramCost estimated = programCost(t, plan, prog, Precision::TF32);
   ProgramMeasurement m = measureProgram(fourStepRecords(), prog);
-  ProgramCost measured = programCost(t, plan, prog, "tf32", {}, &m);
+  ProgramCost measured = programCost(t, plan, prog, Precision::TF32, {}, &m);
   ASSERT_EQ(measured.steps.size(), 5u);
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_FALSE(estimated.steps[i].measured);
@@ -184,7 +184,7 @@ TEST(ProfileRecords, CostModelTakesMeasuredTimesAndShapes) {
   for (auto& a : other.records) a.program = "eval";
   ProgramMeasurement none = measureProgram(other, prog);
   EXPECT_FALSE(none.present);
-  ProgramCost same = programCost(t, plan, prog, "tf32", {}, &none);
+  ProgramCost same = programCost(t, plan, prog, Precision::TF32, {}, &none);
   EXPECT_DOUBLE_EQ(same.serialSeconds, estimated.serialSeconds);
 }
 
@@ -194,15 +194,15 @@ TEST(ProfileRecords, TimesMeasuredOnSeveralStreamsAlreadyIncludeSharing) {
   const PlanProgram& prog = plan.programs[0];
   ProgramMeasurement two = measureProgram(fourStepRecords(), prog);
   EXPECT_EQ(two.streams, 2); // the copy stream (-1) does not count
-  EXPECT_TRUE(programCost(t, plan, prog, "tf32", {}, &two).sharingMeasured);
+  EXPECT_TRUE(programCost(t, plan, prog, Precision::TF32, {}, &two).sharingMeasured);
   // The same records all on stream 0: the durations were measured alone.
   ProfileRecords one = fourStepRecords();
   for (auto& a : one.records)
     if (a.stream > 0) a.stream = 0;
   ProgramMeasurement alone = measureProgram(one, prog);
   EXPECT_EQ(alone.streams, 1);
-  EXPECT_FALSE(programCost(t, plan, prog, "tf32", {}, &alone).sharingMeasured);
-  EXPECT_FALSE(programCost(t, plan, prog, "tf32").sharingMeasured);
+  EXPECT_FALSE(programCost(t, plan, prog, Precision::TF32, {}, &alone).sharingMeasured);
+  EXPECT_FALSE(programCost(t, plan, prog, Precision::TF32).sharingMeasured);
 }
 
 TEST(ChromeTrace, TracksSlicesAndFlowArrowsParseAsJson) {

@@ -66,7 +66,7 @@ TEST(SplitWidth, ChosenWidthIsWithinFivePercentOfTheBestMeasuredOnNinetyPercentO
   int good = 0, n = 0;
   for (const Layer& l : kLayers) {
     ConvPlan p = convPlan(l);
-    int k = chooseSplitWidth(t, p.plan, p.fwd, "tf32");
+    int k = chooseSplitWidth(t, p.plan, p.fwd, Precision::TF32);
     int index = k == 1 ? 0 : k == 2 ? 1 : k == 4 ? 2 : 3;
     double best = *std::min_element(std::begin(l.ms), std::end(l.ms));
     bool ok = l.ms[index] <= 1.05 * best;
@@ -85,10 +85,10 @@ TEST(SplitWidth, NoSplitWhereAHalfBatchKernelStillFillsTheGpu) {
   Target t = *findTarget("h200");
   Layer big{"big", 256, 256, 56, 256, 3, 1, {0, 0, 0, 0}, 0, 0};
   ConvPlan p = convPlan(big);
-  EXPECT_GT(splitSeconds(t, p.plan, p.fwd, 2, "tf32"), splitSeconds(t, p.plan, p.fwd, 1, "tf32"));
-  EXPECT_EQ(chooseSplitWidth(t, p.plan, p.fwd, "tf32"), 1);
+  EXPECT_GT(splitSeconds(t, p.plan, p.fwd, 2, Precision::TF32), splitSeconds(t, p.plan, p.fwd, 1, Precision::TF32));
+  EXPECT_EQ(chooseSplitWidth(t, p.plan, p.fwd, Precision::TF32), 1);
   // Batches that do not divide are not split.
-  EXPECT_EQ(splitSeconds(t, p.plan, p.fwd, 3, "tf32"), 0);
+  EXPECT_EQ(splitSeconds(t, p.plan, p.fwd, 3, Precision::TF32), 0);
 }
 
 TEST(SplitWidth, DataAndFilterGradientsOverlap) {
@@ -97,7 +97,7 @@ TEST(SplitWidth, DataAndFilterGradientsOverlap) {
   Target t = *findTarget("h200");
   for (const Layer& l : kLayers) {
     ConvPlan p = convPlan(l);
-    StepCost d = stepCost(t, p.plan, p.dgrad, "tf32"), w = stepCost(t, p.plan, p.wgrad, "tf32");
+    StepCost d = stepCost(t, p.plan, p.dgrad, Precision::TF32), w = stepCost(t, p.plan, p.wgrad, Precision::TF32);
     double seq = d.seconds + w.seconds;
     double par = concurrentSeconds(t, {d.launch, w.launch}, {d.seconds, w.seconds});
     std::printf("%-16s dgrad||wgrad predicted x%.2f, measured x%.2f\n", l.name, seq / par,

@@ -33,7 +33,7 @@ TEST(StreamSchedule, BranchesRunOnTwoStreamsAndJoinWithOneEvent) {
   PlanProgram prog = program({step(OpKind::Relu, {0}, {1}), step(OpKind::Relu, {0}, {2}),
                               step(OpKind::Add, {1, 2}, {3})});
   Target t = target();
-  ProgramCost cost = programCost(t, plan, prog, "tf32");
+  ProgramCost cost = programCost(t, plan, prog, Precision::TF32);
   StreamSchedule two = scheduleStreams(t, plan, prog, cost, 2);
   EXPECT_EQ(two.streams, 2);
   EXPECT_NE(two.stream[0], two.stream[1]);
@@ -84,7 +84,7 @@ TEST(StreamSchedule, PoolIsBounded) {
   for (int i = 0; i < 8; ++i) steps.push_back(step(OpKind::Relu, {2 * i}, {2 * i + 1}));
   PlanProgram prog = program(steps);
   Target t = target();
-  StreamSchedule s = scheduleStreams(t, plan, prog, programCost(t, plan, prog, "tf32"), 3);
+  StreamSchedule s = scheduleStreams(t, plan, prog, programCost(t, plan, prog, Precision::TF32), 3);
   EXPECT_EQ(s.streams, 3);
   for (int st : s.stream) EXPECT_LT(st, 3);
   EXPECT_TRUE(s.events.empty());

@@ -1,9 +1,8 @@
 #include "tools/hgpc/Compile.h"
 
-#include "compiler/codegen/GenerateKernels.h"
 #include "ir/Clone.h"
 #include "ir/Printer.h"
-#include "compiler/schedule/AssignStreams.h"
+#include "passes/Pipeline.h"
 #include "passes/TrainGraphNames.h"
 
 #include <algorithm>
@@ -12,13 +11,6 @@
 namespace hgp {
 
 namespace {
-
-/// The target of --target, or the local GPU, or the H200 when there is none.
-Expected<Target> compileTarget(const CompileOptions& o) {
-  Expected<Target> target = findTarget(o.target.empty() ? "auto" : o.target);
-  if (!target && o.target.empty()) target = findTarget("h200");
-  return target;
-}
 
 AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   AttrMap m;
@@ -29,11 +21,8 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   for (const Value* v : c.forward->graphValues())
     if (v->role() == TensorRole::Param) params += v->type().numElements();
   m.setInt("parameters", params);
-  m.setString("precision", o.precision);
-  Expected<Target> target = compileTarget(o);
-  Expected<bool> nhwc =
-      target ? channelsLastLayout(o.layout, o.precision, target->smArch()) : Expected<bool>(false);
-  m.setString("layout", nhwc && *nhwc ? "nhwc" : "nchw");
+  m.setString("precision", precisionName(c.resolved.precision));
+  m.setString("layout", c.resolved.nhwc ? "nhwc" : "nchw");
   if (!o.training) return m;
   const TrainOptions& t = o.train;
   m.setString("loss", t.loss);
@@ -51,87 +40,63 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   return m;
 }
 
-/// The pipeline with the mixed-precision pass right after add-loss, when the precision asks for
-/// 16-bit activations, and (fp16 training) loss scaling after it.
-std::vector<std::string> withPrecision(std::vector<std::string> pipeline, DType low,
-                                       bool training) {
-  if (low == DType::F32) return pipeline;
-  auto it = std::find(pipeline.begin(), pipeline.end(), "add-loss");
-  if (it == pipeline.end() ||
-      std::find(pipeline.begin(), pipeline.end(), "mixed-precision") != pipeline.end())
-    return pipeline;
-  it = pipeline.insert(it + 1, "mixed-precision");
-  if (training && low == DType::F16) pipeline.insert(it + 1, "loss-scaling");
-  return pipeline;
+/// Every --disable-pass and --print-after name must be a pass of either kind.
+Status checkPassNames(const std::vector<std::string>& names, const char* flag) {
+  for (const std::string& name : names)
+    if (!lookupPass(name) && !lookupPlanPass(name))
+      return Status(ErrorCode::Usage, std::string(flag) + ": no pass named '" + name + "'");
+  return Status::ok();
 }
 
-/// The pipeline with layout-nhwc appended (after autodiff and the optimizer: it converts the
-/// forward and the backward ops around each convolution together) when `nhwc` is set.
-std::vector<std::string> withLayout(std::vector<std::string> pipeline, bool nhwc) {
-  if (nhwc) pipeline.push_back("layout-nhwc");
-  return pipeline;
-}
-
-/// The pipeline without the passes --disable-pass names.
-Expected<std::vector<std::string>> withoutDisabled(std::vector<std::string> pipeline,
-                                                  const std::vector<std::string>& disabled) {
-  for (const std::string& name : disabled) {
-    if (!lookupPass(name)) return Status(ErrorCode::Usage, "--disable-pass: no pass named '" + name + "'");
-    std::erase(pipeline, name);
-  }
-  return pipeline;
-}
-
-/// The pipeline with fuse-elementwise and fuse-casts appended (they run after autodiff and the
-/// optimizer, and after fuse-batch-norm: on whatever elementwise chains remain, then on the
-/// parameter casts), or, with --no-fuse, the pipeline without any fuse-* pass.
-std::vector<std::string> withFusion(std::vector<std::string> pipeline, bool fuse) {
-  if (!fuse) return withoutFusion(std::move(pipeline));
-  pipeline.push_back("fuse-elementwise");
-  pipeline.push_back("fuse-casts");
-  return pipeline;
+PassContext passContext(const CompileOptions& o, Precision precision) {
+  PassContext ctx;
+  ctx.train = o.train;
+  ctx.precision = precision;
+  ctx.printAfterAll = o.printAfterAll;
+  ctx.printAfter = o.printAfter;
+  ctx.log = o.log;
+  return ctx;
 }
 
 } // namespace
 
-Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision,
-                                  int smArch) {
+Expected<bool> channelsLastLayout(const std::string& layout, Precision precision, int smArch) {
   if (layout == "nchw") return false;
   if (layout == "nhwc") return true;
   if (layout != "auto")
     return Status(ErrorCode::Usage, "--layout must be nchw, nhwc or auto, not '" + layout + "'");
-  HGP_ASSIGN_OR_RETURN(DType low, activationDType(precision));
-  // Tensor cores: fp16 from Volta (sm70), bf16 and TF32 from Ampere (sm80).
-  if (low == DType::F16) return smArch >= 70;
-  if (low == DType::BF16 || precision == "tf32") return smArch >= 80;
-  return false;
+  return runsOnTensorCores(precision, smArch);
 }
 
-Expected<DType> activationDType(const std::string& precision) {
-  if (precision == "fp32" || precision == "tf32") return DType::F32;
-  if (precision == "bf16") return DType::BF16;
-  if (precision == "fp16") return DType::F16;
-  return Status(ErrorCode::Usage,
-                "--precision must be fp32, tf32, bf16 or fp16, not '" + precision + "'");
+Expected<Target> resolveTarget(const std::string& name) {
+  Expected<Target> t = findTarget(name.empty() ? "auto" : name);
+  if (!t && name.empty()) t = findTarget("h200");
+  return t;
+}
+
+Expected<ResolvedOptions> resolveOptions(const CompileOptions& o) {
+  ResolvedOptions r;
+  r.precision = o.precision;
+  HGP_ASSIGN_OR_RETURN(r.target, resolveTarget(o.target));
+  HGP_ASSIGN_OR_RETURN(r.nhwc, channelsLastLayout(o.layout, o.precision, r.target.smArch()));
+  if (isMixedPrecision(o.precision) && !o.training)
+    return Status(ErrorCode::Usage, std::string("--precision ") + precisionName(o.precision) +
+                                        " is mixed-precision training; --forward-only plans are "
+                                        "fp32 or tf32");
+  if (isMixedPrecision(o.precision) && o.train.syncBn)
+    return Status(ErrorCode::Usage, std::string("--sync-bn does not support --precision ") +
+                                        precisionName(o.precision) + " yet (use fp32 or tf32)");
+  HGP_TRY(checkPassNames(o.disabledPasses, "--disable-pass"));
+  HGP_TRY(checkPassNames(o.printAfter, "--print-after"));
+  if (o.training) HGP_TRY(o.train.validate());
+  return r;
 }
 
 Expected<Compilation> compileModel(const CompileOptions& o) {
   Compilation c;
-  HGP_ASSIGN_OR_RETURN(DType low, activationDType(o.precision));
-  HGP_ASSIGN_OR_RETURN(Target target, compileTarget(o));
-  HGP_ASSIGN_OR_RETURN(bool nhwc, channelsLastLayout(o.layout, o.precision, target.smArch()));
-  if (low != DType::F32 && !o.training)
-    return Status(ErrorCode::Usage, "--precision " + o.precision +
-                                        " is mixed-precision training; --forward-only plans are "
-                                        "fp32 or tf32");
-  if (low != DType::F32 && o.train.syncBn)
-    return Status(ErrorCode::Usage, "--sync-bn does not support --precision " + o.precision +
-                                        " yet (use fp32 or tf32)");
-  c.ctx.train = o.train;
-  c.ctx.precision = low;
-  c.ctx.printAfterAll = o.printAfterAll;
-  c.ctx.log = o.log;
-  if (o.training) HGP_TRY(o.train.validate());
+  HGP_ASSIGN_OR_RETURN(c.resolved, resolveOptions(o));
+  const ResolvedOptions& r = c.resolved;
+  c.ctx = passContext(o, r.precision);
 
   OnnxImportOptions io;
   io.batch = o.batch;
@@ -139,9 +104,9 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   c.info = imported.info;
   c.forward = std::move(imported.graph);
   HGP_TRY_CTX(verifyGraph(*c.forward), "the imported graph is invalid");
-  HGP_TRY(runPipeline(*c.forward, forwardPipeline(), c.ctx));
+  HGP_TRY(runPipeline(*c.forward, pipelineFor(PipelineKind::Forward, {}), c.ctx));
 
-  std::vector<ProgramSource> programs;
+  PlanPassContext pc;
   if (!o.training) {
     ProgramSource fwd{"forward", c.forward.get(), {}};
     for (size_t i = 0; i < c.forward->outputs().size(); ++i)
@@ -149,7 +114,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     int k = 0;
     for (const Value* v : c.forward->graphValues())
       if (v->role() == TensorRole::Input) fwd.bindings["input." + std::to_string(k++)] = v->name();
-    programs.push_back(fwd);
+    pc.programs.push_back(fwd);
   } else {
     std::vector<const Value*> inputs;
     for (const Value* v : c.forward->graphValues())
@@ -164,73 +129,53 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    HGP_ASSIGN_OR_RETURN(
-        std::vector<std::string> trainPasses,
-        withoutDisabled(withFusion(withLayout(withPrecision(trainPipeline(), low, true), nhwc), o.fuse),
-                        o.disabledPasses));
-    HGP_ASSIGN_OR_RETURN(
-        std::vector<std::string> evalPasses,
-        withoutDisabled(withFusion(withLayout(withPrecision(evalPipeline(), low, false), nhwc), o.fuse),
-                        o.disabledPasses));
-    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? trainPasses : o.passes, c.ctx));
-    PassContext evalCtx;
-    evalCtx.train = o.train;
-    evalCtx.precision = low;
-    evalCtx.printAfterAll = o.printAfterAll;
-    evalCtx.log = o.log;
-    HGP_TRY(runPipeline(*c.eval, evalPasses, evalCtx));
+    PipelineOptions po{r.precision, r.nhwc, o.fuse, o.disabledPasses};
+    HGP_TRY(runPipeline(*c.train, o.passes.empty() ? pipelineFor(PipelineKind::Train, po) : o.passes,
+                        c.ctx));
+    PassContext evalCtx = passContext(o, r.precision);
+    HGP_TRY(runPipeline(*c.eval, pipelineFor(PipelineKind::Eval, po), evalCtx));
     // The eval program also returns the logits, so the host can score a padded last batch.
     if (Value* logits = c.eval->findValue(logitsName)) c.eval->addOutput(logits);
-    programs.push_back({"train", c.train.get(),
-                        {{"input", inputName},
-                         {"labels", names::kLabels},
-                         {"loss", names::kLoss},
-                         {"metrics", names::kMetrics},
-                         {"iter", names::kIter},
-                         {"opt_step", names::kOptStep}}});
-    programs.push_back({"eval", c.eval.get(),
-                        {{"eval.loss", names::kLoss},
-                         {"eval.correct", names::kCorrect},
-                         {"eval.logits", logitsName}}});
+    pc.programs.push_back({"train", c.train.get(),
+                           {{"input", inputName},
+                            {"labels", names::kLabels},
+                            {"loss", names::kLoss},
+                            {"metrics", names::kMetrics},
+                            {"iter", names::kIter},
+                            {"opt_step", names::kOptStep}}});
+    pc.programs.push_back({"eval", c.eval.get(),
+                           {{"eval.loss", names::kLoss},
+                            {"eval.correct", names::kCorrect},
+                            {"eval.logits", logitsName}}});
   }
 
-  EmitOptions eo;
   // The file's name says more than exporters' generic graph names ("torch_jit", "main_graph").
-  eo.modelName = std::filesystem::path(o.modelPath).stem().string();
-  eo.meta = planMeta(c, o);
-  eo.reuseMemory = o.reuseMemory;
+  pc.emit.modelName = std::filesystem::path(o.modelPath).stem().string();
+  pc.emit.meta = planMeta(c, o);
+  pc.emit.reuseMemory = o.reuseMemory;
   if (o.referenceWeights) {
-    HGP_ASSIGN_OR_RETURN(eo.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
+    HGP_ASSIGN_OR_RETURN(pc.emit.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }
-  HGP_ASSIGN_OR_RETURN(c.emitted, emitPlan(programs, eo));
-
-  // ---- Issue 5: intra-layer split and micro-batch pipeline, on the memory-planned plan. ----
-  // (Before the records are matched: they were measured on the sliced plan.)
-  SliceOptions so = o.slicing;
-  so.target = &target;
-  so.precision = o.precision;
-  so.maxStreams = o.maxStreams;
-  c.slicing = sliceBatches(c.emitted.plan, so);
-  if (Status st = c.emitted.plan.validate(); !st)
-    return Status(ErrorCode::Internal, "the split and pipelined plan is invalid: " + st.message());
-
-  // Issue 6: the fused elementwise steps' CUDA kernels, for the target's architecture.
-  if (o.kernels != CompileOptions::Kernels::Off)
-    HGP_TRY(generateFusedKernels(c.emitted.plan, target.smArch(),
-                                 o.kernels == CompileOptions::Kernels::Required));
-
-  if (!o.records.empty()) {
-    HGP_ASSIGN_OR_RETURN(ProfileRecords r, readRecordsFile(o.records));
-    HGP_TRY_CTX(checkRecordsMatch(r, c.emitted.plan), "--records " + o.records);
-    c.records = std::move(r);
-  }
+  pc.target = &r.target;
+  pc.precision = r.precision;
+  pc.slicing = o.slicing;
+  pc.maxStreams = o.maxStreams;
+  pc.kernelsRequired = o.kernels == CompileOptions::Kernels::Required;
+  pc.recordsPath = o.records;
+  pc.printAfterAll = o.printAfterAll;
+  pc.printAfter = o.printAfter;
+  pc.log = o.log;
+  PlanPipelineOptions ppo;
+  ppo.kernels = o.kernels != CompileOptions::Kernels::Off;
+  ppo.records = !o.records.empty();
   // Data parallelism puts the collectives on a stream of their own even with one compute stream.
-  if (o.maxStreams > 1 || (o.training && o.train.ranks > 1)) {
-    StreamAssignment a = assignStreams(c.emitted.plan, target, o.precision, o.maxStreams, {},
-                                       c.records ? &*c.records : nullptr);
-    c.emitted.plan.meta.setString("target", target.name);
-    c.emitted.plan.meta.setInt("streams", a.maxStreamsUsed);
-  }
+  ppo.streams = o.maxStreams > 1 || (o.training && o.train.ranks > 1);
+  ppo.disabled = o.disabledPasses;
+  HGP_ASSIGN_OR_RETURN(std::vector<std::string> planPasses, planPipeline(ppo));
+  HGP_TRY(runPlanPipeline(planPasses, pc));
+  c.emitted = std::move(pc.emitted);
+  c.slicing = std::move(pc.sliced);
+  c.records = std::move(pc.records);
   return c;
 }
 

@@ -1,13 +1,18 @@
-// Compile.h - the compile pipeline behind `hgpc compile`: import, passes, plan, bundle.
+// Compile.h - the compile pipeline behind `hgpc compile` and `hgpc plan`: import, IR passes,
+// plan passes, bundle.
 //
-//   model.onnx --frontend--> forward graph --canonicalize--> (forward program, or)
+//   resolveOptions: --target (the local GPU asked once), --precision, --layout -> ResolvedOptions
+//   model.onnx --frontend--> forward graph --forward pipeline--> (forward program, or)
 //     copy 1 --train pipeline--> train graph      (loss, backward, optimizer)
 //     copy 2 --eval pipeline---> eval graph       (inference-mode BN, loss, accuracy)
-//   --emitter--> plan with programs "train" and "eval" (or "forward") --> bundle --> executable
+//   --plan pipeline (emit-plan, slice-batches, generate-fused-kernels, load-records,
+//     assign-streams)--> plan with programs "train" and "eval" (or "forward") --> bundle
+//
+// passes/Pipeline.h assembles the IR pipelines and compiler/pipeline/PlanPass.h the plan
+// pipeline; this file only connects them.
 #pragma once
 
-#include "compiler/plan/PlanEmitter.h"
-#include "compiler/schedule/BatchSlicing.h"
+#include "compiler/pipeline/PlanPass.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
 #include "runtime/bundle/Bundle.h"
@@ -31,16 +36,19 @@ struct CompileOptions {
   /// Passes left out of the standard train and eval pipelines (--disable-pass NAME), to measure
   /// what one pass is worth; each must name a registered pass.
   std::vector<std::string> disabledPasses;
+  /// --print-after-all: the IR after every IR pass and the plan after every plan pass.
   bool printAfterAll = false;
-  std::ostream* log = nullptr;
+  /// --print-after NAME: the IR (or plan) after the passes named; each must name a pass.
+  std::vector<std::string> printAfter;
+  std::ostream* log = nullptr; ///< Where the printing goes.
   /// --weights reference: read initial weights from the model file at start instead of
   /// embedding them in the executable.
   bool referenceWeights = false;
-  /// Math mode: "tf32" lets convolutions and matrix products round fp32 inputs to TF32 on
-  /// tensor cores (the default, as PyTorch's cuDNN convolutions do); "fp32" forbids it; "bf16"
-  /// and "fp16" train in mixed precision (docs/precision.md): 16-bit activations and gradients,
-  /// float32 master weights, optimizer state and loss.
-  std::string precision = "tf32";
+  /// Math mode: TF32 lets convolutions and matrix products round fp32 inputs to TF32 on tensor
+  /// cores (the default, as PyTorch's cuDNN convolutions do); FP32 forbids it; BF16 and FP16
+  /// train in mixed precision (docs/precision.md): 16-bit activations and gradients, float32
+  /// master weights, optimizer state and loss.
+  Precision precision = Precision::TF32;
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
   /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-batch-norm
@@ -69,7 +77,27 @@ struct CompileOptions {
   enum class Kernels { Off, IfAvailable, Required } kernels = Kernels::IfAvailable;
 };
 
+/// The options every stage reads, resolved once from CompileOptions (and checked: errors are
+/// usage errors, before the model is read).
+struct ResolvedOptions {
+  /// --target; empty: the local GPU when hgpc knows it, else the H200 (the driver asked once).
+  Target target;
+  Precision precision = Precision::TF32;
+  /// Whether --layout (auto: where the precision runs on the target's tensor cores) means
+  /// channels-last activations around the convolutions.
+  bool nhwc = false;
+};
+
+/// Resolves and checks `options`: the target, the layout, the precision's combinations, the
+/// pass names of --disable-pass and --print-after, and the training options.
+Expected<ResolvedOptions> resolveOptions(const CompileOptions& options);
+
+/// The target of a --target: the one named, or (empty) the local GPU, or the H200 when the local
+/// GPU is missing or unknown. "auto" insists on the local GPU.
+Expected<Target> resolveTarget(const std::string& name);
+
 struct Compilation {
+  ResolvedOptions resolved;
   OnnxModelInfo info;
   std::unique_ptr<Graph> forward; ///< As imported and canonicalized.
   std::unique_ptr<Graph> train, eval;
@@ -83,13 +111,10 @@ struct Compilation {
 
 Expected<Compilation> compileModel(const CompileOptions& options);
 
-/// The activation dtype of a --precision: F32 for fp32 and tf32, BF16, F16; else a usage error.
-Expected<DType> activationDType(const std::string& precision);
-/// Whether a --layout (with the --precision and the target's architecture) means channels-last:
-/// auto picks it where the precision runs on tensor cores (tf32 and bf16 from sm80, fp16 from
-/// sm70); a usage error for an unknown layout.
-Expected<bool> channelsLastLayout(const std::string& layout, const std::string& precision,
-                                  int smArch);
+/// Whether a --layout (with the precision and the target's architecture) means channels-last:
+/// auto picks it where the precision runs on tensor cores (runsOnTensorCores: tf32 and bf16
+/// from sm80, fp16 from sm70); a usage error for an unknown layout.
+Expected<bool> channelsLastLayout(const std::string& layout, Precision precision, int smArch);
 
 /// Packs a compilation into a bundle: the plan text, the data section (moved out of `c`), and
 /// the save template with the trained tensors cut out.

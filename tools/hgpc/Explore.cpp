@@ -11,12 +11,6 @@ namespace hgp {
 
 namespace {
 
-Expected<Target> resolveTarget(const std::string& name) {
-  Expected<Target> t = findTarget(name.empty() ? "auto" : name);
-  if (!t && name.empty()) t = findTarget("h200");
-  return t;
-}
-
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
   for (size_t b = 0, e; b <= s.size(); b = e + 1) {
@@ -95,12 +89,17 @@ Status runExplore(const ExploreArgs& a, std::ostream& os) {
   if (!a.batches.empty() && !autoBatches) {
     HGP_ASSIGN_OR_RETURN(batches, parseBatches(a.batches));
   }
-  std::vector<std::string> precisions = splitList(a.precisions.empty() ? a.base.precision : a.precisions);
-  for (const std::string& p : precisions) HGP_TRY_CTX(activationDType(p).status(), "--precision");
+  std::vector<Precision> precisions = {a.base.precision};
+  if (!a.precisions.empty()) precisions.clear();
+  for (const std::string& name : splitList(a.precisions)) {
+    Expected<Precision> p = parsePrecision(name);
+    if (!p) return p.status();
+    precisions.push_back(*p);
+  }
 
   std::vector<ConfigReport> configs;
   std::vector<std::pair<std::string, int64_t>> largest;
-  for (const std::string& p : precisions) {
+  for (Precision p : precisions) {
     CompileOptions o = a.base;
     o.modelPath = a.models[0];
     o.precision = p;
@@ -113,7 +112,7 @@ Status runExplore(const ExploreArgs& a, std::ostream& os) {
       }
     std::vector<ConfigReport> searched = mine;
     HGP_ASSIGN_OR_RETURN(int64_t most, largestFittingBatch(o, target, limit, searched));
-    largest.push_back({p, most});
+    largest.push_back({precisionName(p), most});
     if (autoBatches) {
       // Powers of two from 8 up to the largest that fits, and that one.
       for (const ConfigReport& r : searched)
@@ -149,7 +148,7 @@ Status runExplore(const ExploreArgs& a, std::ostream& os) {
       }
       CompileOptions o = a.base;
       o.modelPath = a.models[0];
-      o.precision = r.precision;
+      HGP_ASSIGN_OR_RETURN(o.precision, parsePrecision(r.precision)); // a precisionName
       o.batch = r.batch;
       o.target = target.name;
       std::fprintf(stderr, "hgpc: measuring %s batch %lld\n", r.precision.c_str(), (long long)r.batch);

@@ -19,6 +19,7 @@
 #include "tools/hgpc/Explore.h"
 #include "tools/hgpc/Inspect.h"
 #include "tools/hgpc/PlanReport.h"
+#include "tools/hgpc/TrainFlags.h"
 #include "ir/Printer.h"
 
 #include <CLI/CLI.hpp>
@@ -45,44 +46,6 @@ std::string runnerPath(const std::string& flag) {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return (self.parent_path() / "hgpc-runner").string();
-}
-
-void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
-  cmd->add_option("--loss", t.loss, "cross-entropy or mse (against one-hot labels)")
-      ->check(CLI::IsMember({"cross-entropy", "mse"}));
-  cmd->add_option("--label-smoothing", t.labelSmoothing, "label smoothing for cross-entropy");
-  cmd->add_option("--aux-loss-weight", t.auxLossWeight,
-                  "weight of auxiliary outputs' losses (0 ignores them)");
-  cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  cmd->add_option("--lr", t.lr, "learning rate");
-  cmd->add_option("--momentum", t.momentum, "SGD momentum");
-  cmd->add_option("--dampening", t.dampening, "SGD dampening");
-  cmd->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
-  cmd->add_option("--weight-decay", t.weightDecay,
-                  "weight decay (default: 0 for SGD and Adam, 0.01 for AdamW)");
-  cmd->add_option("--beta1", t.beta1, "Adam beta1");
-  cmd->add_option("--beta2", t.beta2, "Adam beta2");
-  cmd->add_option("--eps", t.eps, "Adam epsilon");
-  cmd->add_option("--schedule", t.schedule, "constant, step, multistep or cosine")
-      ->check(CLI::IsMember({"constant", "step", "multistep", "cosine"}));
-  cmd->add_option("--step-size", t.stepSize, "steps between decays (step schedule)");
-  cmd->add_option("--gamma", t.gamma, "decay factor (step and multistep schedules)");
-  cmd->add_option("--milestones", t.milestones, "steps at which to decay (multistep)")
-      ->delimiter(',');
-  cmd->add_option("--t-max", t.tMax, "steps of one cosine half-period");
-  cmd->add_option("--eta-min", t.etaMin, "the cosine schedule's floor");
-  cmd->add_option("--warmup-steps", t.warmupSteps, "steps of linear warmup");
-  cmd->add_option("--warmup-factor", t.warmupFactor, "warmup's starting fraction of the LR");
-  cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
-  cmd->add_option("--metrics-every", t.metricsRing,
-                  "steps between metric read-backs (the on-device ring's size)");
-  cmd->add_option("--ranks", t.ranks,
-                  "data-parallel ranks (GPUs) to train on; --batch is per rank (docs/distributed.md)");
-  cmd->add_option_function<double>(
-      "--bucket-mb", [&t](double mb) { t.bucketBytes = int64_t(mb * (1 << 20)); },
-      "gradient all-reduce bucket cap in MiB (default 25)");
-  cmd->add_flag("--sync-bn", t.syncBn, "with --ranks: BatchNorm statistics over the global batch");
 }
 
 /// The batch-slicing flags, shared by `compile` and `plan`.
@@ -121,8 +84,9 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
       "kernels of their own");
   cmd->add_option("--disable-pass", o.disabledPasses,
-                  "leave this pass out of the train and eval pipelines (repeatable; to measure "
-                  "what one pass is worth, e.g. fuse-gradient-sums)")
+                  "leave this IR pass out of the train and eval pipelines, or this plan pass out "
+                  "of the plan pipeline (repeatable; to measure what one pass is worth, e.g. "
+                  "fuse-gradient-sums)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--layout", o.layout,
@@ -131,14 +95,12 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
 }
 
-int runPlan(CompileOptions& o, const std::string& targetName, int maxStreams,
-            const CostCalibration& cal, bool dot) {
-  auto target = findTarget(targetName);
-  if (!target) return fail(target.status());
+int runPlan(CompileOptions& o, int maxStreams, const CostCalibration& cal, bool dot) {
   o.slicing.cal = cal;
   o.kernels = CompileOptions::Kernels::Off; // the report needs no machine code
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
+  const Target* target = &compiled->resolved.target;
   const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
   if (records && records->sms != target->sms)
     std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
@@ -221,10 +183,9 @@ int main(int argc, char** argv) {
                       "embed: carry initial weights in the executable; reference: read them from "
                       "the model file at start")
       ->check(CLI::IsMember({"embed", "reference"}));
-  compile->add_option("--precision", co.precision,
-                      "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs), fp32, "
-                      "or mixed precision: bf16, fp16 (docs/precision.md)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  addPrecisionOption(compile, co.precision,
+                     "tf32 (default: TF32 tensor cores for fp32 convolutions and GEMMs), fp32, "
+                     "or mixed precision: bf16, fp16 (docs/precision.md)");
   compile->add_option("--passes", passes, "comma-separated train pipeline (expert use)");
   bool noReuse = false;
   compile->add_flag("--no-buffer-reuse", noReuse,
@@ -236,7 +197,12 @@ int main(int argc, char** argv) {
   compile->add_option("--max-streams", co.maxStreams,
                       "streams each program may use (1: everything on one stream)")
       ->check(CLI::Range(1, kMaxPlanStreams));
-  compile->add_flag("--print-after-all", co.printAfterAll, "print the IR after every pass");
+  compile->add_flag("--print-after-all", co.printAfterAll,
+                    "print the IR after every IR pass and the plan after every plan pass");
+  compile->add_option("--print-after", co.printAfter,
+                      "print the IR (or, after a plan pass, the plan) after this pass (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   compile->add_flag("--stats", stats, "print pass statistics");
   compile->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
   compile->add_option("--records", co.records,
@@ -267,8 +233,7 @@ int main(int argc, char** argv) {
       ->expected(3);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
       ->check(CLI::Range(1, kMaxPlanStreams));
-  plan->add_option("--precision", co.precision, "tf32 (default), fp32, bf16 or fp16")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  addPrecisionOption(plan, co.precision, "tf32 (default), fp32, bf16 or fp16");
   plan->add_option("--records", co.records,
                    "measurements of a profiling run (EXE --profile FILE) to use in place of the "
                    "cost model's estimates")
@@ -297,8 +262,7 @@ int main(int argc, char** argv) {
   explore->add_option("--measure-steps", ea.measureSteps, "training steps per measured configuration")
       ->check(CLI::Range(12, 100000));
   explore->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
-  compare->add_option("--precision", co.precision, "tf32 (default), fp32, bf16 or fp16")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  addPrecisionOption(compare, co.precision, "tf32 (default), fp32, bf16 or fp16");
   explore->add_option("--precision", ea.precisions, "precisions, comma-separated: tf32 (default), "
                                                    "fp32, bf16, fp16");
   for (CLI::App* cmd : {compare, explore}) {
@@ -341,7 +305,7 @@ int main(int argc, char** argv) {
     CostCalibration cal;
     if (calibration.size() == 3)
       cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
-    return runPlan(co, target, maxStreams, cal, planEmit == "dot");
+    return runPlan(co, maxStreams, cal, planEmit == "dot");
   }
   co.training = !forwardOnly;
 

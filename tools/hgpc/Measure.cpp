@@ -75,7 +75,7 @@ Measurement measureConfiguration(CompileOptions o, const MeasureOptions& m) {
     r.failure = std::move(why);
     return r;
   };
-  std::string tag = o.precision + "-b" + std::to_string(o.batch);
+  std::string tag = precisionName(o.precision) + ("-b" + std::to_string(o.batch));
   std::string exe = m.workDir + "/" + tag, metrics = exe + ".jsonl", log = exe + ".log";
   o.kernels = CompileOptions::Kernels::Required;
   o.train.metricsRing = m.every;

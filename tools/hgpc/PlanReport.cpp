@@ -47,7 +47,7 @@ struct Scheduled {
 };
 
 std::optional<Scheduled> schedule(const Plan& plan, const Target& target,
-                                  const std::string& precision, int maxStreams,
+                                  Precision precision, int maxStreams,
                                   const CostCalibration& cal, const ProfileRecords* records) {
   const PlanProgram* program = plan.findProgram("train");
   if (!program) program = plan.findProgram("forward");
@@ -141,7 +141,7 @@ void printLayout(const Plan& plan, const PlanProgram& program, const ProgramCost
   os << "\n";
 }
 
-void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
+void printPlanReport(const Plan& plan, const Target& target, Precision precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os,
                      const ProfileRecords* records, const SliceResult* slicing) {
   std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal, records);
@@ -158,7 +158,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   os << format("plan %s batch %lld target %s (%s: %d SMs, %.0f GB/s, %s %.1f TFLOP/s) precision %s\n",
                plan.modelName.c_str(), (long long)plan.meta.getInt("batch"), target.name.c_str(),
                target.description.c_str(), target.sms, target.memBandwidth / 1e9,
-               precision.c_str(), target.peak(precision) / 1e12, precision.c_str());
+               precisionName(precision), target.peak(precision) / 1e12, precisionName(precision));
   if (records) {
     const ProgramMeasurement& m = sc->measured;
     if (!m.present) {
@@ -229,7 +229,7 @@ void printPlanReport(const Plan& plan, const Target& target, const std::string& 
   os << "\n";
 }
 
-void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
+void printPlanDot(const Plan& plan, const Target& target, Precision precision,
                   int maxStreams, const CostCalibration& cal, std::ostream& os,
                   const ProfileRecords* records) {
   std::optional<Scheduled> sc = schedule(plan, target, precision, maxStreams, cal, records);

@@ -21,13 +21,13 @@ namespace hgp {
 /// The scheduled train (or forward) program as a Graphviz digraph (`hgpc plan --emit dot`): a
 /// cluster per stream, steps labelled with op, source and predicted time, the transitively
 /// reduced dependencies as edges, and the events among them drawn bold.
-void printPlanDot(const Plan& plan, const Target& target, const std::string& precision,
+void printPlanDot(const Plan& plan, const Target& target, Precision precision,
                   int maxStreams, const CostCalibration& cal, std::ostream& os,
                   const ProfileRecords* records = nullptr);
 
 /// Schedules the train (or forward) program over at most `maxStreams` streams and prints it;
 /// `slicing` (from sliceBatches) fills the width and depth columns.
-void printPlanReport(const Plan& plan, const Target& target, const std::string& precision,
+void printPlanReport(const Plan& plan, const Target& target, Precision precision,
                      int maxStreams, const CostCalibration& cal, std::ostream& os,
                      const ProfileRecords* records = nullptr, const SliceResult* slicing = nullptr);
 

@@ -103,7 +103,7 @@ Expected<ConfigReport> reportConfiguration(CompileOptions o, const Target& targe
   r.path = o.modelPath;
   r.model = std::filesystem::path(o.modelPath).stem().string();
   r.batch = o.batch;
-  r.precision = o.precision;
+  r.precision = precisionName(o.precision);
   r.target = target.name;
   r.memoryLimitBytes = memoryLimitBytes;
   o.target = target.name;
@@ -140,7 +140,7 @@ Expected<int64_t> largestFittingBatch(const CompileOptions& options, const Targe
                                       int64_t maxBatch) {
   std::map<int64_t, bool> fits;
   for (const ConfigReport& r : known)
-    if (r.precision == options.precision && r.error.empty()) fits[r.batch] = r.fits;
+    if (r.precision == precisionName(options.precision) && r.error.empty()) fits[r.batch] = r.fits;
   auto test = [&](int64_t b) -> Expected<bool> {
     if (auto it = fits.find(b); it != fits.end()) return it->second;
     CompileOptions o = options;
