@@ -31,9 +31,9 @@ namespace hgp {
 /// The fractions of the peaks that the kernels reach, and a fixed cost per convolution or
 /// matrix-product kernel (setup, split-K reduction, tails) beyond the launch. The defaults were
 /// fitted by grid search (`hgpc plan --calibration`) to the ten benchmark cases measured on the
-/// H200 (docs/benchmarks.md; bench/prediction.py): mean absolute error 9.4% on those cases, and
-/// 15.9% when each case is predicted from a fit to the other nine, which is the figure to expect
-/// on new models.
+/// H200 (docs/benchmarks-history.md; bench/prediction.py): mean absolute error 9.4% on those
+/// cases, and 15.9% when each case is predicted from a fit to the other nine, which is the figure
+/// to expect on new models.
 struct CostCalibration {
   double computeEfficiency = 0.40;
   double memoryEfficiency = 0.60;
