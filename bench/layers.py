@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The split analysis against measurement, layer by layer (issue 5, measurement 1).
+"""The split analysis against measurement, layer by layer (the first split-width measurement).
 
 For each conv layer of the anchor study (../shared/anchors/conv_concurrency.py) and each
 distinct conv layer of the benchmark zoo (bench/models.py at its benchmark batch sizes), time the

@@ -1,5 +1,5 @@
-// BatchSlicing.h - the intra-layer split and the inter-layer pipeline (issue 5), as one
-// transformation of a memory-planned plan.
+// BatchSlicing.h - the intra-layer split and the inter-layer pipeline, as one transformation of a
+// memory-planned plan.
 //
 // Intra-layer split: a step whose work is independent per sample (a convolution's forward and
 // data gradient, activations, pooling, elementwise ops and their gradients, ...) becomes k steps

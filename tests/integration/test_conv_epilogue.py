@@ -1,4 +1,4 @@
-"""Convolution epilogues (issue 6, docs/fusion.md): with fuse-conv-epilogue a convolution's Relu
+"""Convolution epilogues (docs/fusion.md): with fuse-conv-epilogue a convolution's Relu
 runs as part of the convolution (Conv {activation="relu"}), and a training step trains exactly
 like the unfused one (`--no-fuse`) on the CPU backend.
 

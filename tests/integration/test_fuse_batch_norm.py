@@ -1,4 +1,4 @@
-"""BatchNorm fusion (issue 6, docs/fusion.md): a training step with fuse-batch-norm (BatchNorm +
+"""BatchNorm fusion (docs/fusion.md): a training step with fuse-batch-norm (BatchNorm +
 Relu, BatchNorm + Add + Relu, ReluBwd + BatchNormBwd, the gradient Sum at a block input +
 BatchNormBwd folded into one op each) trains exactly
 like the unfused one (`--no-fuse`) on the CPU backend.

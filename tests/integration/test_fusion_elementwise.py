@@ -1,4 +1,4 @@
-"""Fusion (issue 6, docs/fusion.md): a training step with its elementwise chains fused trains
+"""Fusion (docs/fusion.md): a training step with its elementwise chains fused trains
 bit for bit like the unfused step, on the CPU backend, in fp32 and in bf16 mixed precision.
 
 The model is a small residual network without BatchNorm (BatchNorm's own Relu and Add+Relu

@@ -1,4 +1,4 @@
-"""Channels-last layout (issue 6, docs/layout.md): a training step with the layout-nhwc pass
+"""Channels-last layout (docs/layout.md): a training step with the layout-nhwc pass
 trains like the NCHW one (`--layout nchw`).
 
 The model has every kind of node the pass rewrites: a convolution with a bias (its gradient is a

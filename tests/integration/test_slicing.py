@@ -1,4 +1,4 @@
-"""Batch slicing (issue 5): a training step split into sub-batches and pipelined over micro-batches
+"""Batch slicing (docs/architecture.md, "Batch slicing"): a training step split into sub-batches and pipelined over micro-batches
 trains like the plain single-stream plan, up to float reassociation, on the CPU backend.
 
 The ResNet-like case is ResNet-18's structure cut down so that it runs in seconds: a 3x3 stem,

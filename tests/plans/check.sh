@@ -31,7 +31,7 @@ for target in h200 a100; do
     for m in "${zoo[@]}"; do check "$m.$target.b$batch" "$work/$m.onnx" $target $batch; done
   done
 done
-# Batch slicing forced on every splittable step and run (issue 5): the width and depth columns,
+# Batch slicing forced on every splittable step and run (BatchSlicing.h): the width and depth columns,
 # the slices' order and what the schedule makes of them; and the plain single-stream plan.
 check lenet5.h200.b32.split2x2 "$root/samples/lenet5.onnx" h200 32 --split-width 2 --pipeline-depth 2
 check resnet18_28.h200.b32.split2x2 "$work/resnet18_28.onnx" h200 32 --split-width 2 --pipeline-depth 2
