@@ -228,6 +228,15 @@ class ExploreTest(HgpcTestCase):
                              "--memory-limit", "1.05", "--json"])
         self.assertEqual(code, 0, err)
         most = json.loads(js)["largest_fitting_batch"]["tf32"]
+        # explore --batch auto: the powers of two from 8 below the largest that fits, then it.
+        code, js, err = run([HGPC, "explore", LENET, "--target", "h200", "--batch", "auto",
+                             "--memory-limit", "1.05", "--json"])
+        self.assertEqual(code, 0, err)
+        rows = json.loads(js)["configurations"]
+        powers = [8 << i for i in range(20) if (8 << i) < most]
+        self.assertEqual([c["batch"] for c in rows], powers + [most])
+        self.assertTrue(all(c["fits"] for c in rows))
+        self.assertEqual([c["largest_fitting_batch"] for c in rows], [False] * len(powers) + [True])
         code, out, err = run([HGPC, "compile", LENET, "--batch", "auto", "--target", "h200",
                               "--memory-limit", "1.05", "--emit", "plan"])
         self.assertEqual(code, 0, err)
