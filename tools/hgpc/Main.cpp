@@ -253,7 +253,9 @@ int main(int argc, char** argv) {
                                                 "batch sizes and precisions; --measure times them");
   explore->add_option("model", model, "the ONNX model")->required()->check(CLI::ExistingFile);
   explore->add_option("--batch", ea.batches, "batch sizes, comma-separated (default 32,64,128,256), "
-                                            "or auto: powers of two up to the largest that fits");
+                                            "or auto: powers of two up to the largest that fits")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast); // a later --batch overrides
+
   explore->add_option("--memory-limit", ea.memoryLimitGiB,
                       "GiB the plan and the runtime may use (default: the target's memory; with "
                       "--measure the device's free memory)");
@@ -264,7 +266,8 @@ int main(int argc, char** argv) {
   explore->add_option("--runner", runner, "the prebuilt runner to embed (default: next to hgpc)");
   addPrecisionOption(compare, co.precision, "tf32 (default), fp32, bf16 or fp16");
   explore->add_option("--precision", ea.precisions, "precisions, comma-separated: tf32 (default), "
-                                                   "fp32, bf16, fp16");
+                                                   "fp32, bf16, fp16")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   for (CLI::App* cmd : {compare, explore}) {
     cmd->add_option("--target", ea.target, "the GPU: h200, h100, a100, v100, t4, l4 or auto "
                                            "(default: the local GPU, else h200)");
