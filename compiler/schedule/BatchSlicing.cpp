@@ -1,12 +1,10 @@
 #include "compiler/schedule/BatchSlicing.h"
 
-#include "compiler/schedule/ByteRanges.h"
+#include "compiler/schedule/SliceMechanics.h"
 #include "compiler/schedule/SplitWidth.h"
 #include "compiler/schedule/StreamSchedule.h"
 
 #include <algorithm>
-#include <queue>
-#include <tuple>
 
 namespace hgp {
 
@@ -52,14 +50,6 @@ bool rowsOf(const PlanTensor& t, int64_t batch) {
   return !t.type.shape.empty() && t.type.shape[0] == batch && t.storage == StorageClass::Transient;
 }
 
-/// A step in the layer-by-layer order, with the bytes it touches.
-struct Node {
-  PlanStep step;
-  StepSlicing info;
-  int member = 0;
-  std::vector<ByteRange> inputs, reads, writes; ///< reads: inputs plus an accumulated result
-};
-
 /// A stretch of the program: steps the transformation leaves alone (`sliced` empty), or one run
 /// of splittable steps with the barriers it moved after itself, as they were and as sliced.
 struct Segment {
@@ -71,7 +61,7 @@ struct Segment {
 class ProgramSlicer {
 public:
   ProgramSlicer(Plan& plan, const SliceOptions& o, SliceResult& r)
-      : plan_(plan), o_(o), r_(r), batch_(plan.meta.getInt("batch")) {}
+      : plan_(plan), o_(o), r_(r), batch_(plan.meta.getInt("batch")), cut_(plan) {}
 
   void run(PlanProgram& prog) {
     std::vector<PlanStep> steps = std::move(prog.steps);
@@ -80,7 +70,7 @@ public:
     analyzed_.assign(steps.size(), 1);
     for (size_t i = 0; i < steps.size(); ++i) {
       ops_[i] = batchOperands(plan_, steps[i], batch_);
-      if (ops_[i] && !eligible(steps[i], *ops_[i], 2)) ops_[i].reset();
+      if (ops_[i] && !cut_.divides(steps[i], *ops_[i], 2)) ops_[i].reset();
       if (ops_[i] && o_.target &&
           (steps[i].op == OpKind::Conv || steps[i].op == OpKind::ConvBwdData))
         analyzed_[i] = analyzerWidth(steps[i]);
@@ -95,7 +85,7 @@ public:
         continue;
       }
       bool blocked = false;
-      for (int d : deferred_) blocked = blocked || conflict(steps[i], steps[size_t(d)]);
+      for (int d : deferred_) blocked = blocked || cut_.conflict(steps[i], steps[size_t(d)]);
       if (blocked) flush();
       group_.push_back(int(i));
     }
@@ -108,12 +98,12 @@ private:
   const SliceOptions& o_;
   SliceResult& r_;
   int64_t batch_;
+  SliceBuilder cut_;
   const std::vector<PlanStep>* steps_ = nullptr;
   std::vector<Segment> segments_;
   std::vector<std::optional<BatchOperands>> ops_;
   std::vector<int> analyzed_;
   std::vector<int> group_, deferred_;
-  std::map<std::tuple<int, int, int>, int> slices_;
 
   /// The program with the segments that `use` marks sliced.
   void assemble(const std::vector<bool>& use, PlanProgram& prog,
@@ -179,74 +169,11 @@ private:
     return whole > 0 && best * o_.minGain <= whole ? width : 1;
   }
 
-  /// Whether two whole steps must keep their order: one writes bytes the other reads or writes.
-  bool conflict(const PlanStep& a, const PlanStep& b) const {
-    std::vector<ByteRange> ra, wa, rb, wb;
-    appendByteRanges(plan_, a.inputs, ra);
-    appendByteRanges(plan_, a.outputs, wa);
-    appendByteRanges(plan_, b.inputs, rb);
-    appendByteRanges(plan_, b.outputs, wb);
-    return overlap(ra, wb) || overlap(wa, rb) || overlap(wa, wb);
-  }
-
-  /// Whether every batched operand splits into `n` slices of whole, 64-byte aligned rows.
-  bool eligible(const PlanStep& s, const BatchOperands& b, int n) const {
-    if (n < 1 || b.batch % n) return false;
-    auto ok = [&](const std::vector<int>& ts, const std::vector<bool>& batched) {
-      for (size_t i = 0; i < ts.size(); ++i)
-        if (batched[i] && (plan_.tensors[size_t(ts[i])].bytes() / n) % 64) return false;
-      return true;
-    };
-    return ok(s.inputs, b.in) && ok(s.outputs, b.out);
-  }
-
-  int sliceTensor(int parent, int j, int n) {
-    auto key = std::make_tuple(parent, j, n);
-    auto it = slices_.find(key);
-    if (it != slices_.end()) return it->second;
-    PlanTensor t = plan_.tensors[size_t(parent)];
-    int64_t bytes = t.bytes() / n;
-    t.name += "#" + std::to_string(j) + "/" + std::to_string(n);
-    t.type.shape[0] /= n;
-    t.offset += j * bytes;
-    t.init = InitKind::None;
-    plan_.tensors.push_back(t);
-    int id = int(plan_.tensors.size()) - 1;
-    slices_[key] = id;
-    return id;
-  }
-
-  PlanStep sliceStep(const PlanStep& s, const BatchOperands& b, int j, int n) {
-    PlanStep p = s;
-    for (size_t i = 0; i < p.inputs.size(); ++i)
-      if (b.in[i]) p.inputs[i] = sliceTensor(s.inputs[i], j, n);
-    for (size_t i = 0; i < p.outputs.size(); ++i)
-      if (b.out[i]) p.outputs[i] = sliceTensor(s.outputs[i], j, n);
-    for (const char* attr : {"x_shape", "shape"}) {
-      if (!p.attrs.has(attr)) continue;
-      std::vector<int64_t> v = p.attrs.getInts(attr);
-      if (!v.empty() && v[0] == b.batch) v[0] /= n;
-      p.attrs.setInts(attr, std::move(v));
-    }
-    if (b.accumulates && (j > 0 || s.attrs.getInt("accumulate", 0)))
-      p.attrs.setInt("accumulate", 1);
-    return p;
-  }
-
   /// The largest n <= want that `pred(n)` accepts (1 always is).
   template <typename Pred> static int largest(int want, Pred pred) {
     for (int n = std::max(1, want); n > 1; --n)
       if (pred(n)) return n;
     return 1;
-  }
-
-  Node node(const PlanStep& s, StepSlicing info, int member, bool accumulates) const {
-    Node n{s, info, member, {}, {}, {}};
-    appendByteRanges(plan_, s.inputs, n.inputs);
-    n.reads = n.inputs;
-    appendByteRanges(plan_, s.outputs, n.writes);
-    if (accumulates && s.attrs.getInt("accumulate", 0)) appendByteRanges(plan_, s.outputs, n.reads);
-    return n;
   }
 
   void flush() {
@@ -271,7 +198,7 @@ private:
     }
     auto fits = [&](size_t p, int n) {
       int i = group_[p];
-      return eligible(steps[size_t(i)], *ops_[size_t(i)], n);
+      return cut_.divides(steps[size_t(i)], *ops_[size_t(i)], n);
     };
     for (size_t p = 0; p < g; ++p) k[p] = largest(k[p], [&](int n) { return fits(p, n); });
     m = largest(m, [&](int n) {
@@ -280,71 +207,27 @@ private:
       return true;
     });
 
-    // The layer-by-layer order: every member's slices in a row.
-    std::vector<Node> nodes;
-    int splitMembers = 0;
-    for (size_t p = 0; p < g; ++p) {
-      const PlanStep& s = steps[size_t(group_[p])];
-      const BatchOperands& b = *ops_[size_t(group_[p])];
-      int n = m * k[p];
-      size_t first = nodes.size();
-      if (n > 1) {
-        for (int j = 0; j < n; ++j)
-          nodes.push_back(
-              node(sliceStep(s, b, j, n), {k[p], m, j / k[p], j % k[p]}, int(p), b.accumulates));
-        // Slice j must not overwrite what a later slice of the same step reads.
-        bool ok = true;
-        for (size_t a = first; a < nodes.size() && ok; ++a)
-          for (size_t c = a + 1; c < nodes.size() && ok; ++c)
-            ok = !overlap(nodes[a].writes, nodes[c].inputs);
-        if (ok) {
-          ++splitMembers;
-          continue;
-        }
-        nodes.resize(first);
-      }
-      nodes.push_back(node(s, {}, int(p), b.accumulates));
+    std::vector<const PlanStep*> members;
+    std::vector<const BatchOperands*> operands;
+    for (int i : group_) {
+      members.push_back(&steps[size_t(i)]);
+      operands.push_back(&*ops_[size_t(i)]);
     }
+    SlicedRun run = cut_.sliceRun(members, operands, k, m);
     Segment seg;
-    seg.split = splitMembers;
-    seg.pipelined = m > 1 && splitMembers >= 2;
+    seg.split = run.splitMembers;
+    seg.pipelined = m > 1 && run.splitMembers >= 2;
     std::vector<int> original = group_;
     original.insert(original.end(), deferred_.begin(), deferred_.end());
     std::sort(original.begin(), original.end());
     for (int i : original) seg.plain.push_back(steps[size_t(i)]);
-
-    // Any topological order of the conflicts among those slices computes the same; take the one
-    // that runs micro-batch i of every member before micro-batch i + 1 of any.
-    size_t n = nodes.size();
-    std::vector<std::vector<int>> succ(n);
-    std::vector<int> indeg(n, 0);
-    for (size_t b = 0; b < n; ++b)
-      for (size_t a = 0; a < b; ++a)
-        if (overlap(nodes[b].reads, nodes[a].writes) || overlap(nodes[b].writes, nodes[a].reads) ||
-            overlap(nodes[b].writes, nodes[a].writes)) {
-          succ[a].push_back(int(b));
-          ++indeg[b];
-        }
-    using Key = std::tuple<int, int, int, int>; // micro, member, part, node
-    std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
-    auto push = [&](size_t x) {
-      ready.push({nodes[x].info.micro, nodes[x].member, nodes[x].info.part, int(x)});
-    };
-    for (size_t x = 0; x < n; ++x)
-      if (indeg[x] == 0) push(x);
-    while (!ready.empty()) {
-      int x = std::get<3>(ready.top());
-      ready.pop();
-      seg.sliced.push_back(std::move(nodes[size_t(x)].step));
-      seg.info.push_back(nodes[size_t(x)].info);
-      for (int y : succ[size_t(x)])
-        if (--indeg[size_t(y)] == 0) push(size_t(y));
-    }
+    seg.sliced = std::move(run.steps);
+    seg.info = std::move(run.info);
     for (int d : deferred_) {
       seg.sliced.push_back(steps[size_t(d)]);
       seg.info.push_back({});
     }
-    if (splitMembers == 0) seg.sliced.clear();
+    if (run.splitMembers == 0) seg.sliced.clear();
     segments_.push_back(std::move(seg));
     group_.clear();
     deferred_.clear();

@@ -29,6 +29,11 @@
 // (read after write, write after read, write after write) among the slices taken in the plain
 // layer-by-layer order, so any sharing of bytes that the memory plan set up stays correct; a step
 // whose own slices would overwrite bytes a later slice of it still reads is left whole.
+//
+// The code is in three parts: the rules (batchOperands: which operands of a step carry the
+// batch, from the op), the policy (sliceBatches in BatchSlicing.cpp: which runs, which widths
+// and depths, whether the schedule is predicted faster), and the mechanics that cut tensors and
+// steps into slices and order them (SliceMechanics.h), which decide nothing.
 #pragma once
 
 #include "compiler/analysis/CostModel.h"
