@@ -240,7 +240,8 @@ double relativeDistance(const std::vector<uint8_t>& a, const std::vector<uint8_t
 /// or master-weight update) moves a result by its own size, far beyond 4d (docs/precision.md).
 void trainLeNet5(Precision precision) {
   CompileOptions o;
-  o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
+  o.modelPath = sourceFile("samples/lenet5.onnx");
+  ASSERT_FALSE(o.modelPath.empty()) << "samples/lenet5.onnx not found (set HGP_SOURCE_DIR)";
   o.batch = 16;
   o.precision = precision;
   o.train.lr = 0.05;

@@ -17,18 +17,6 @@
 namespace hgp::gputest {
 namespace {
 
-/// samples/lenet5.onnx: under $HGP_SOURCE_DIR, the source tree this was built from, or the
-/// working directory (the GPU machine runs the tests from a copy of the repository root).
-std::string lenetPath() {
-  std::vector<std::string> roots;
-  if (const char* env = std::getenv("HGP_SOURCE_DIR")) roots.push_back(env);
-  roots.push_back(HGP_SOURCE_DIR);
-  roots.push_back(".");
-  for (const std::string& r : roots)
-    if (std::ifstream(r + "/samples/lenet5.onnx").good()) return r + "/samples/lenet5.onnx";
-  return "";
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -95,7 +83,7 @@ TEST(CudaProfile, LeNet5StepIsRecordedStepByStep) {
   HGP_REQUIRE_CUDA();
   if (cpuStandIn()) GTEST_SKIP() << "the CPU stand-in has no kernels to record";
   CompileOptions co;
-  co.modelPath = lenetPath();
+  co.modelPath = sourceFile("samples/lenet5.onnx");
   ASSERT_FALSE(co.modelPath.empty()) << "samples/lenet5.onnx not found (set HGP_SOURCE_DIR)";
   co.batch = 64;
   co.train.optimizer = "sgd";

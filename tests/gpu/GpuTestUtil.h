@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -34,6 +35,20 @@
 #include <vector>
 
 namespace hgp::gputest {
+
+/// The path of `relative` (e.g. "samples/lenet5.onnx") in the source tree: under
+/// $HGP_SOURCE_DIR (tests/gpu/device_run.sh sets it to the copy of the repository on the GPU
+/// machine), else the tree this was built from, else the working directory; "" when none has it.
+/// A bundle packed from one checkout runs where that checkout's path does not exist.
+inline std::string sourceFile(const std::string& relative) {
+  std::vector<std::string> roots;
+  if (const char* env = std::getenv("HGP_SOURCE_DIR")) roots.push_back(env);
+  roots.push_back(HGP_SOURCE_DIR);
+  roots.push_back(".");
+  for (const std::string& r : roots)
+    if (std::ifstream(r + "/" + relative).good()) return r + "/" + relative;
+  return "";
+}
 
 inline bool cpuStandIn() {
   const char* v = std::getenv("HGP_GPU_TEST_CPU_STANDIN");

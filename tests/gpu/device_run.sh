@@ -28,9 +28,16 @@
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
 # CONVERGENCE_PRECISIONS to convergence (e.g. "fp32 bf16": both models in each, compared).
 # Few files go to $OUT (the device tool returns at most eight): logs and a summary.
+#
+# Every stage ends with one line, "PASS stage" or "FAIL stage: what missed its bound", and the
+# script exits 1 when any stage failed (0 otherwise). Stages that run test binaries also say
+# how many tests ran and how many skipped: CTest's "100% passed" counts skipped tests as passed.
+# The tests find the repository's files (samples/, tests/) through HGP_SOURCE_DIR, set here to
+# this copy of the tree, not the build machine's source path compiled into them.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
+export HGP_SOURCE_DIR=$here
 
 if [[ ${1:-} == --pack ]]; then
   # What an earlier local run of a stage unpacked would travel too (the carry limit is 64 MiB).
@@ -62,7 +69,9 @@ PY
     echo "note: the layout stage's model was not exported"
   /usr/bin/python3 -W ignore -c "$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "tests/integration"); import test_conv_epilogue; print(test_conv_epilogue.CONV_NET)')" .gpu/conv_net.onnx > /dev/null 2>&1 ||
     echo "note: the epilogue stage's model was not exported"
-  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json $mpi
+  # The source tree the tests' paths name, so that the ctest stage can re-point them.
+  echo "$here" > .gpu/stage/source_dir.txt
+  tar -C .gpu/stage -cJf .gpu/bundle.tar.xz .dev testdata gpu_ctest.json source_dir.txt $mpi
   mkdir -p .gpu/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .gpu/fashion-mnist/
   rm -rf .gpu/stage
   du -sh .gpu
@@ -79,10 +88,28 @@ export HGPC_TUNING_CACHE=$work/tuning.tsv NCCL_NVLS_ENABLE=0
 fm=$here/.gpu/fashion-mnist
 summary=$OUT/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
-failed=0 # a stage with a pass/fail criterion (explore) sets it; the script's exit status
+failed=0 # a stage with a pass/fail criterion (explore) sets it; the script fails with it
+overall=0
+# check RC WHAT: a non-zero exit status fails the stage; miss WHAT: a bound the stage missed.
+check() { [[ $1 == 0 ]] || { stage_ok=0; stage_why+="$2 (exit $1); "; }; }
+miss() { stage_ok=0; stage_why+="$1; "; }
+# acc_at_least LOG EPOCH PERCENT WHAT: the evaluation after EPOCH must reach PERCENT accuracy.
+acc_at_least() {
+  local acc
+  acc=$(grep -a "eval after epoch $2 " "$1" | grep -oE 'accuracy [0-9.]+' | awk '{print $2}')
+  awk -v a="${acc:-0}" -v m="$3" 'BEGIN {exit !(a >= m)}' || miss "$4: accuracy ${acc:-none}% after epoch $2, under $3%"
+}
+# gtest_counts LOG: "N ran, S skipped" from a GoogleTest log.
+gtest_counts() {
+  local total skipped
+  total=$(grep -aoE '^\[==========\] [0-9]+ tests? from .* ran' "$1" | awk '{s += $2} END {print s + 0}')
+  skipped=$(grep -aoE '^\[  SKIPPED \] [0-9]+ tests?' "$1" | awk '{s += $4} END {print s + 0}')
+  echo "$((total - skipped)) ran, $skipped skipped"
+}
 
 for stage in $stages; do
   start=$(date +%s)
+  stage_ok=1 stage_why= failed_before=$failed
   case $stage in
   info)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
@@ -94,6 +121,8 @@ import json, os, sys
 here, dest = sys.argv[1:3]
 os.makedirs(dest, exist_ok=True)
 tests = json.load(open(os.path.join(here, ".gpu/gpu_ctest.json")))["tests"]
+src_file = os.path.join(here, ".gpu/source_dir.txt")
+src = open(src_file).read().strip() if os.path.exists(src_file) else None
 def where(arg):  # a path on the build machine -> the packed copy here
     for old, new in (("/usr/bin/python3", sys.executable),):
         if arg == old:
@@ -101,6 +130,8 @@ def where(arg):  # a path on the build machine -> the packed copy here
     i = arg.find("/build/bin/")
     if i >= 0:
         return os.path.join(here, ".gpu/.dev/bin", arg[i + len("/build/bin/"):])
+    if src and (arg == src or arg.startswith(src + "/")):
+        return here + arg[len(src):]  # the source tree the bundle was packed from -> this copy
     return arg
 def q(s):  # a CMake quoted argument; a ";" in it separates list items (ENVIRONMENT, ...)
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -111,8 +142,9 @@ for t in tests:
         cmd.append(os.path.join(here, ".gpu/fashion-mnist"))
     props = {p["name"]: p["value"] for p in t.get("properties", [])}
     env = [e for e in props.get("ENVIRONMENT", []) if not e.startswith("HGPC_BUILD=")]
+    env = [e.split("=", 1)[0] + "=" + where(e.split("=", 1)[1]) if "=" in e else e for e in env]
     env += ["HGPC_BUILD=" + os.path.join(here, ".gpu/.dev"),
-            "HGP_ONNX_TESTDATA=" + os.path.join(here, ".gpu/testdata")]
+            "HGP_ONNX_TESTDATA=" + os.path.join(here, ".gpu/testdata"), "HGP_SOURCE_DIR=" + here]
     lines.append("add_test(%s %s)" % (q(t["name"]), " ".join(q(c) for c in cmd)))
     out = {"LABELS": "gpu", "ENVIRONMENT": ";".join(env), "WORKING_DIRECTORY": dest,
            "TIMEOUT": str(props.get("TIMEOUT", 600))}
@@ -127,14 +159,22 @@ open(os.path.join(dest, "CTestTestfile.cmake"), "w").write("\n".join(lines) + "\
 print("ctest: %d gpu-labelled tests" % len(tests))
 PY
     (cd "$work/ctest" && ctest -L gpu --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
-    note "ctest -L gpu: exit $? $(grep -E 'tests passed|tests failed|Total Test time' "$OUT/ctest_gpu.log" | tr '\n' ' ')"
+    rc=$?; check $rc "ctest -L gpu"
+    total=$(grep -aoE 'out of [0-9]+' "$OUT/ctest_gpu.log" | tail -1 | awk '{print $3}')
+    skipped=$(grep -acE '\*\*\*Skipped|\(Skipped\)$' "$OUT/ctest_gpu.log")
+    [[ -n $total && $skipped -lt $total ]] || miss "no gpu-labelled test ran"
+    note "ctest -L gpu: exit $rc, ${total:-0} tests: $(( ${total:-0} - skipped )) ran, $skipped skipped (a test whose whole body skips counts as run; the gpu op suite's own counts are in the gpu stage) $(grep -E 'tests passed|tests failed|Total Test time' "$OUT/ctest_gpu.log" | tr '\n' ' ')"
     ctest_ran=1
     ;;
   gpu)
     hgp_gpu_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
-    note "gpu op suite: exit $? ($(grep -E '^\[  (PASSED|FAILED)  \]|tests? from .* ran' "$OUT/gpu_tests.log" | tr '\n' ' '))"
+    rc=$?; check $rc "gpu op suite"
+    counts=$(gtest_counts "$OUT/gpu_tests.log")
+    [[ $counts != 0\ ran* ]] || miss "gpu op suite: no test ran"
+    note "gpu op suite: exit $rc, $counts ($(grep -E '^\[  (PASSED|FAILED)  \]|tests? from .* ran' "$OUT/gpu_tests.log" | tr '\n' ' '))"
     HGPC_BUILD=$here/.gpu/.dev python3 tests/gpu/slicing_cuda.py > "$OUT/slicing_cuda.log" 2>&1
-    note "slicing on cuda (split and pipelined vs plain, deterministic): exit $? ($(tail -1 "$OUT/slicing_cuda.log"))"
+    rc=$?; check $rc "slicing on cuda"
+    note "slicing on cuda (split and pipelined vs plain, deterministic): exit $rc ($(tail -1 "$OUT/slicing_cuda.log"))"
     ;;
   layout)
     # Channels-last against NCHW on CUDA (tests/integration/test_layout.py; the model exported
@@ -142,7 +182,8 @@ PY
     (cd tests/integration && HGPC_BUILD=$here/.gpu/.dev HGP_LAYOUT_DEVICE=cuda \
       HGP_LAYOUT_MODEL=$here/.gpu/mixed_net.onnx python3 -m unittest -v test_layout) \
       > "$OUT/layout_cuda.log" 2>&1
-    note "layout nhwc vs nchw on cuda: exit $? ($(tail -1 "$OUT/layout_cuda.log"))"
+    rc=$?; check $rc "layout"
+    note "layout nhwc vs nchw on cuda: exit $rc ($(tail -1 "$OUT/layout_cuda.log"))"
     ;;
   epilogue)
     # Fused convolution epilogues against --no-fuse on CUDA (tests/integration/
@@ -151,22 +192,28 @@ PY
     (cd tests/integration && HGPC_BUILD=$here/.gpu/.dev HGP_FUSION_DEVICE=cuda \
       HGP_FUSION_MODEL=$here/.gpu/conv_net.onnx python3 -m unittest -v test_conv_epilogue) \
       > "$OUT/epilogue_cuda.log" 2>&1
-    note "conv epilogue fused vs unfused on cuda: exit $? ($(tail -1 "$OUT/epilogue_cuda.log"))"
+    rc=$?; check $rc "epilogue"
+    note "conv epilogue fused vs unfused on cuda: exit $rc ($(tail -1 "$OUT/epilogue_cuda.log"))"
     ;;
   conformance)
     HGP_ONNX_TESTDATA=$here/.gpu/testdata hgp_conformance --backend cuda > "$OUT/conformance_cuda.log" 2>&1
-    note "conformance on cuda: exit $? $(grep -a 'passed' "$OUT/conformance_cuda.log" | tr '\n' ' ')"
+    rc=$?; check $rc "conformance on cuda"
+    grep -aq '^\[  SKIPPED \]' "$OUT/conformance_cuda.log" && miss "conformance on cuda skipped a suite"
+    note "conformance on cuda: exit $rc $(grep -a 'passed' "$OUT/conformance_cuda.log" | tr '\n' ' ')"
     ;;
   zoo)
     python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" > "$OUT/zoo.log" 2>&1
-    note "zoo whole steps CUDA vs CPU: exit $?"; grep '^{' "$OUT/zoo.log" | cut -c1-260 | tee -a "$summary"
+    rc=$?; check $rc "zoo"
+    note "zoo whole steps, CUDA and the CPU backend against PyTorch float64 (tests/parity/judge.py): exit $rc"
+    grep '^{' "$OUT/zoo.log" | cut -c1-300 | tee -a "$summary"
     ;;
   zoo16)
     # Mixed precision (docs/precision.md): the same whole steps in bf16 and fp16. Not in the default
     # stage list yet; run it by name.
     for p in bf16 fp16; do
       python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" --precision $p > "$OUT/zoo-$p.log" 2>&1
-      note "zoo $p whole steps CUDA vs CPU: exit $?"; grep '^{' "$OUT/zoo-$p.log" | cut -c1-260 | tee -a "$summary"
+      rc=$?; check $rc "zoo $p"
+      note "zoo $p whole steps CUDA vs CPU: exit $rc"; grep '^{' "$OUT/zoo-$p.log" | cut -c1-260 | tee -a "$summary"
     done
     ;;
   determinism)
@@ -197,6 +244,8 @@ PY
     done
     cmp -s "$work/det_a.onnx" "$work/det_b.onnx" && r1=identical || r1=DIFFERENT
     cmp -s "$work/det_a.onnx" "$work/det_eager.onnx" && r2=identical || r2=DIFFERENT
+    [[ $r1 == identical ]] || miss "two --deterministic runs differ"
+    [[ $r2 == identical ]] || miss "deterministic graph and eager runs differ"
     note "determinism: two --deterministic graph runs $r1; graph vs eager $r2"
     python3 - "$work" <<'PY' | tee -a "$summary"
 import sys, onnx, numpy as np, onnx.numpy_helper as nh
@@ -229,6 +278,7 @@ PY
       used=$(( $(hgpc compile "$path" --batch 32 --no-split --no-pipeline --emit plan 2>/dev/null | grep -o 'stream=[0-9]*' | sort -u | wc -l) + 1 ))
       cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4.onnx" && r1=identical || r1=DIFFERENT
       cmp -s "$work/s_${name}_1.onnx" "$work/s_${name}_4e.onnx" && r2=identical || r2=DIFFERENT
+      [[ $r1 == identical && $r2 == identical ]] || miss "streams $name: 4 streams differ from 1"
       note "streams $name ($used streams): 60 deterministic steps, 4-stream graph vs 1 stream $r1; 4-stream eager vs 1 stream $r2"
     done
     cp "$work/streams.log" "$OUT/streams.log"
@@ -243,6 +293,7 @@ PY
       /usr/bin/time -f "%e s" "$work/l5c_$prec" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 20 \
         --normalize 0.2860,0.3530 --device cuda --progress plain \
         > "$work/lenet5_$prec.log" 2>&1
+      acc_at_least "$work/lenet5_$prec.log" 20 88 "LeNet-5 $prec"
       note "convergence LeNet-5 $prec 20 epochs: $(grep 'eval after epoch 20' "$work/lenet5_$prec.log") ($(tail -1 "$work/lenet5_$prec.log"))"
       cat "$work/lenet5_$prec.log" >> "$OUT/convergence.log"
       hgpc compile "$work/r18.onnx" -o "$work/r18_$prec" --batch 128 --optimizer sgd --lr 0.1 --momentum 0.9 \
@@ -250,6 +301,7 @@ PY
       /usr/bin/time -f "%e s" "$work/r18_$prec" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
         --normalize 0.2860,0.3530 --device cuda --progress plain \
         >> "$work/resnet18_$prec.log" 2>&1
+      acc_at_least "$work/resnet18_$prec.log" 10 90 "ResNet-18 $prec"
       note "convergence ResNet-18 28x28 $prec 10 epochs: $(grep 'eval after epoch 10' "$work/resnet18_$prec.log") ($(tail -1 "$work/resnet18_$prec.log"))"
       cat "$work/resnet18_$prec.log" >> "$OUT/convergence.log"
     done
@@ -260,7 +312,8 @@ PY
     hgpc compile samples/lenet5.onnx -o "$work/l5p" "${popts[@]}" >/dev/null 2>&1
     "$work/l5p" --data "fashion-mnist:$fm" --steps 200 --device cuda --progress none \
       --profile "$OUT/lenet5.records.txt" --trace "$OUT/lenet5.trace.json" > "$work/profile.log" 2>&1
-    note "profile LeNet-5: exit $? $(grep -E 'profiled one run|^trained' "$work/profile.log" | tr '\n' ' ')"
+    rc=$?; check $rc "profile run"
+    note "profile LeNet-5: exit $rc $(grep -E 'profiled one run|^trained' "$work/profile.log" | tr '\n' ' ')"
     python3 - "$OUT/lenet5.trace.json" "$OUT/lenet5.records.txt" <<'PY' | tee -a "$summary"
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
@@ -272,14 +325,16 @@ print("profile: trace tracks %s, %d slices, %d flows; records cover %d steps" % 
 PY
     hgpc plan samples/lenet5.onnx --target h200 "${popts[@]}" --records "$OUT/lenet5.records.txt" \
       > "$work/lenet5.plan.txt" 2>&1
-    note "plan --records: exit $? $(grep -E '^records from|^predicted iteration' "$work/lenet5.plan.txt" | tr '\n' ' ')"
+    rc=$?; check $rc "plan --records"
+    note "plan --records: exit $rc $(grep -E '^records from|^predicted iteration' "$work/lenet5.plan.txt" | tr '\n' ' ')"
     ;;
   parity16)
     # bf16 3-step parity against PyTorch's CUDA autocast (tests/parity/mixed_precision.py).
     for m in lenet5 resnet18; do
       python3 -W ignore tests/parity/mixed_precision.py --model "$m" --device cuda --hgpc "$(command -v hgpc)" \
         > "$OUT/parity16_$m.log" 2>&1
-      note "parity16 $m: exit $? $(tail -c 600 "$OUT/parity16_$m.log" | tr '\n' ' ')"
+      rc=$?; check $rc "parity16 $m"
+      note "parity16 $m: exit $rc $(tail -c 600 "$OUT/parity16_$m.log" | tr '\n' ' ')"
     done
     ;;
   images)
@@ -288,19 +343,21 @@ PY
     # minutes). IMAGES_ARGS passes more options to bench/images.py (e.g. --count 40000).
     PYTHONUNBUFFERED=1 python3 -W ignore bench/images.py throughput --out "$OUT" --work "$work/images" \
       --hgpc "$(command -v hgpc)" ${IMAGES_ARGS:-} > "$OUT/images.log" 2>&1
-    note "images: exit $?"; [[ -f $OUT/images.md ]] && cat "$OUT/images.md" >> "$summary"
+    rc=$?; check $rc "images"
+    note "images: exit $rc"; [[ -f $OUT/images.md ]] && cat "$OUT/images.md" >> "$summary"
     ;;
   images-converge)
     # ResNet-18 28x28 on Fashion-MNIST as a JPEG folder with --augment cifar, 10 epochs, against
     # the same recipe in PyTorch (DataLoader + torchvision transforms; about 5 minutes).
     PYTHONUNBUFFERED=1 python3 -W ignore bench/images.py converge --out "$OUT" --work "$work/images" \
       --hgpc "$(command -v hgpc)" --fashion "$fm" ${IMAGES_ARGS:-} > "$OUT/images-converge.log" 2>&1
-    note "images-converge: exit $?"; [[ -f $OUT/converge.md ]] && cat "$OUT/converge.md" >> "$summary"
+    rc=$?; check $rc "images-converge"
+    note "images-converge: exit $rc"; [[ -f $OUT/converge.md ]] && cat "$OUT/converge.md" >> "$summary"
     ;;
   explore)
     # docs/explore.md: the cost model's prediction error per configuration, without records.
     python3 -W ignore -c "import sys; sys.path.insert(0, 'bench'); import bench; bench.export('resnet50', sys.argv[1])" \
-      "$work/resnet50.onnx" > "$work/explore-export.log" 2>&1 || { note "explore: export failed: $(tail -c 300 "$work/explore-export.log")"; failed=1; continue; }
+      "$work/resnet50.onnx" > "$work/explore-export.log" 2>&1 || miss "explore: export failed: $(tail -c 300 "$work/explore-export.log")"
     hgpc explore "$work/resnet50.onnx" --target auto --batch 32,64,128,256 --precision tf32,bf16 \
       --optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --measure \
       --html "$OUT/explore.html" ${EXPLORE_ARGS:-} > "$OUT/explore.txt" 2> "$work/explore.log"
@@ -320,14 +377,17 @@ PY
   bench)
     PYTHONUNBUFFERED=1 python3 -W ignore bench/bench.py --out "$OUT" --work "$work/bench" \
       --hgpc "$(command -v hgpc)" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
-    note "bench: exit $?"
+    rc=$?; check $rc "bench"
+    note "bench: exit $rc"
     ;;
   dp)
     hgp_gpu_tests --gtest_filter='CudaCollective*:*AllReduce*' > "$OUT/dp_collective.log" 2>&1
-    note "dp NCCL all-reduce on 2 GPUs (eager and graph): exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/dp_collective.log" | tr '\n' ' ')"
+    rc=$?; check $rc "dp NCCL all-reduce"
+    note "dp NCCL all-reduce on 2 GPUs (eager and graph): exit $rc, $(gtest_counts "$OUT/dp_collective.log") $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/dp_collective.log" | tr '\n' ' ')"
     if [[ -z ${ctest_ran:-} ]]; then
       tests/gpu/dp_equivalence.sh "$(command -v hgpc)" "$fm" > "$OUT/dp.log" 2>&1
-      note "dp equivalence (LeNet-5 2x32 vs 1x64; ResNet-18 28x28 --sync-bn 2x16 vs 1x32): exit $? $(grep -E 'relative|PASSED|FAILED|skipped' "$OUT/dp.log" | tr '\n' ' ')"
+      rc=$?; [[ $rc == 77 ]] || check $rc "dp equivalence"
+      note "dp equivalence (LeNet-5 2x32 vs 1x64; ResNet-18 28x28 --sync-bn 2x16 vs 1x32): exit $rc $(grep -E 'ratio|PASSED|FAILED|skipped' "$OUT/dp.log" | tr '\n' ' ')"
     fi
     if [[ $(nvidia-smi -L | grep -c '^GPU') -ge 2 ]]; then
       # A rank that dies must stop the run with its rank named, not hang, and leave the last
@@ -344,6 +404,7 @@ PY
       wait $parent
       rc=$?
       kill $guard 2>/dev/null
+      [[ $rc == 9 ]] || miss "dp: killing rank 1 gave exit $rc, not 9"
       note "dp: killing rank 1 -> parent exit $rc (want 9; 137 is a hang): $(grep -a 'rank' "$work/dpkill.log" | head -3 | tr '\n' ' ')"
       note "dp: checkpoints after the kill: $(ls "$work/ckdp" 2>/dev/null | tr '\n' ' ')"
       if [[ ${DP_CONVERGENCE:-1} == 1 ]]; then
@@ -353,6 +414,7 @@ PY
           --momentum 0.9 --weight-decay 5e-4 --schedule cosine --t-max 4680 > "$work/r18dp.log" 2>&1
         /usr/bin/time -f "%e s" "$work/r18dp" --data "fashion-mnist:$fm" --eval "fashion-mnist:$fm" --epochs 10 \
           --normalize 0.2860,0.3530 --gpus 2 --progress plain >> "$work/r18dp.log" 2>&1
+        acc_at_least "$work/r18dp.log" 10 90 "dp ResNet-18"
         note "dp convergence ResNet-18 28x28 10 epochs on 2 GPUs: $(grep 'eval after epoch 10' "$work/r18dp.log") ($(tail -1 "$work/r18dp.log"))"
       fi
       cat "$work/r18dp.log" "$work/dpkill.log" >> "$OUT/dp.log" 2>/dev/null
@@ -363,7 +425,8 @@ PY
     # line per layer). The widths were chosen ahead of time (bench/layer_widths_h200.json).
     PYTHONUNBUFFERED=1 python3 -W ignore bench/layers.py --out "$OUT" ${LAYERS_ARGS:-} \
       > "$OUT/layers.log" 2>&1
-    note "layers (split width chosen vs measured, per conv layer): exit $? ($(tail -1 "$OUT/layers.log"))"
+    rc=$?; check $rc "layers"
+    note "layers (split width chosen vs measured, per conv layer): exit $rc ($(tail -1 "$OUT/layers.log"))"
     grep -E '^- ' "$OUT/layers.md" 2>/dev/null | tee -a "$summary"
     ;;
   scaling)
@@ -376,7 +439,8 @@ PY
       PYTHONUNBUFFERED=1 python3 -W ignore bench/scaling.py --out "$OUT" --json "$work/scaling.json" \
         --work "$work/scaling" --hgpc "$(command -v hgpc)" --time-limit 225 ${SCALING_ARGS:-} \
         > "$OUT/scaling.log" 2>&1
-      note "scaling (hgpc 1 vs 2 GPUs, PyTorch DDP, exposed all-reduce): exit $? ($(tail -1 "$OUT/scaling.log"))"
+      rc=$?; check $rc "scaling"
+      note "scaling (hgpc 1 vs 2 GPUs, PyTorch DDP, exposed all-reduce): exit $rc ($(tail -1 "$OUT/scaling.log"))"
       grep -E '^\| [a-z]' "$OUT/scaling.md" 2>/dev/null | tee -a "$summary"
       { echo "--- scaling.json"; cat "$work/scaling.json"; } >> "$OUT/scaling.log" 2>&1
     fi
@@ -399,16 +463,24 @@ PY
           [[ $how == rendezvous ]] && extra=(--rendezvous "$work/rdv")
           timeout -s KILL 300 mpirun --allow-run-as-root -np 2 "$work/l5mpi" --data "fashion-mnist:$fm" \
             --steps 200 --device cuda --progress none --verbose "${extra[@]}" > "$work/mpi_$how.log" 2>&1
-          note "mpi (NCCL id over $how): exit $? $(grep -aE '^data parallel|^trained|NCCL id goes|error' "$work/mpi_$how.log" | cut -c1-200 | tr '\n' ' ')"
+          rc=$?; check $rc "mpi over $how"
+          note "mpi (NCCL id over $how): exit $rc $(grep -aE '^data parallel|^trained|NCCL id goes|error' "$work/mpi_$how.log" | cut -c1-200 | tr '\n' ' ')"
         done
         hgp_mpi_bootstrap_test > "$work/mpi_bootstrap.log" 2>&1
-        note "mpi bootstrap test (2 ranks, no GPU): exit $? $(grep -aE '^(FAILED|PASSED|library|skipped)' "$work/mpi_bootstrap.log" | tr '\n' ' ')"
+        rc=$?; check $rc "mpi bootstrap test"
+        note "mpi bootstrap test (2 ranks, no GPU): exit $rc $(grep -aE '^(FAILED|PASSED|library|skipped)' "$work/mpi_bootstrap.log" | tr '\n' ' ')"
         cat "$work"/mpi_*.log > "$OUT/mpi.log"
-      )
+        [[ $stage_ok == 1 ]] || { echo "$stage_why" > "$work/mpi_why"; exit 1; }
+      ) || miss "$(cat "$work/mpi_why" 2>/dev/null)"
     fi
+    ;;
+  *)
+    miss "unknown stage"
     ;;
   esac
   echo "stage $stage: $(( $(date +%s) - start )) s" >> "$summary"
+  [[ $failed == "$failed_before" ]] || miss "its criterion failed (see above)"
+  if [[ $stage_ok == 1 ]]; then note "PASS $stage"; else note "FAIL $stage: $stage_why"; overall=1; fi
 done
 cat "$summary"
-exit $failed
+exit $(( failed || overall ))
