@@ -161,10 +161,19 @@ Status importCast(OnnxNode& n) {
   TensorDataPtr k = n.known(0);
   if (!k) {
     HGP_ASSIGN_OR_RETURN(Value * x, n.input(0));
-    if (x->dtype() != dst)
+    if (x->dtype() == dst) {
+      n.setOutput(0, x);
+      return Status::ok();
+    }
+    // Between the float dtypes the IR computes in (f32, bf16, f16): the IR's Cast.
+    auto computed = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
+    if (!computed(x->dtype()) || !computed(dst))
       return n.fail(std::string("casting a run-time tensor from ") + dtypeName(x->dtype()) +
                     " to " + dtypeName(dst) + " is not supported");
-    n.setOutput(0, x);
+    AttrMap a;
+    a.setString("to", dtypeName(dst));
+    HGP_ASSIGN_OR_RETURN(Node * node, n.emit(OpKind::Cast, {x}, a));
+    n.setOutput(0, node->output(0));
     return Status::ok();
   }
   if (k->type.dtype == dst) {
