@@ -11,6 +11,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
+#include "passes/Pipeline.h"
 #include "runtime/Backend.h"
 
 #include <cstdio>
