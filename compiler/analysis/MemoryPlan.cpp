@@ -15,7 +15,8 @@
 
 namespace hgp {
 
-MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse) {
+MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse,
+                      const ViewPlan* views) {
   struct Interval {
     const Value* v;
     int64_t bytes;
@@ -34,7 +35,20 @@ MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, boo
     return join;
   };
 
+  // A view's root, and the view's byte offset within it.
+  auto rootOf = [&](const Value* v) {
+    int64_t offset = 0;
+    if (views)
+      for (auto it = views->views.find(v); it != views->views.end(); it = views->views.find(v)) {
+        offset += it->second.offset;
+        v = it->second.parent;
+      }
+    return std::pair{v, offset};
+  };
+
+  // One interval per root, spanning the lifetimes of all its views.
   std::vector<Interval> intervals;
+  std::map<const Value*, size_t> intervalOf;
   for (int i = 0; i < n; ++i) {
     for (const Value* v : g.nodes()[size_t(i)]->outputs()) {
       if (skipped.count(v)) continue;
@@ -42,7 +56,12 @@ MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, boo
       for (const Node* u : v->users())
         last = std::max(last, u->op() == OpKind::AllReduce ? joinOf(u) : position[u]);
       if (outputs.count(v)) last = n;
-      intervals.push_back({v, alignUp(v->type().bytes()), i, last});
+      const Value* root = rootOf(v).first;
+      auto [it, fresh] = intervalOf.try_emplace(root, intervals.size());
+      if (fresh) intervals.push_back({root, alignUp(root->type().bytes()), i, last});
+      Interval& iv = intervals[it->second];
+      iv.first = std::min(iv.first, i);
+      iv.last = std::max(iv.last, last);
     }
   }
   std::stable_sort(intervals.begin(), intervals.end(),
@@ -71,6 +90,11 @@ MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, boo
     plan.arenaBytes = std::max(plan.arenaBytes, offset + iv.bytes);
     plan.totalBytes += iv.bytes;
   }
+  if (views)
+    for (const auto& [v, view] : views->views) {
+      auto [root, offset] = rootOf(v);
+      plan.offsets[v] = plan.offsets.at(root) + offset;
+    }
   return plan;
 }
 

@@ -5,9 +5,12 @@
 // greedy by size: the largest tensors are placed first, each at the lowest 64-byte-aligned
 // offset that does not collide with an already-placed tensor of overlapping lifetime. Results
 // that a carry writes back into persistent state take the state's storage instead, so they
-// are not placed here.
+// are not placed here. Views (compiler/analysis/Views.h) are not placed either: each tree of
+// views is placed as its root, live from the first definition to the last read of any member,
+// and every member lies at its offset inside the root.
 #pragma once
 
+#include "compiler/analysis/Views.h"
 #include "ir/Graph.h"
 
 #include <map>
@@ -30,7 +33,9 @@ inline int64_t alignUp(int64_t v, int64_t a = kTensorAlignment) { return (v + a 
 
 /// Places every node result of `g` except those in `skip` (carry results, which alias state).
 /// With `reuse` off every result gets bytes of its own (`hgpc compile --no-buffer-reuse`: every
-/// intermediate survives the step, for comparing backends tensor by tensor).
-MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse = true);
+/// intermediate survives the step, for comparing backends tensor by tensor), except that views
+/// still share their root's. `views` (none when null) must have been found with `skip` unplaced.
+MemoryPlan planMemory(const Graph& g, const std::vector<const Value*>& skip, bool reuse = true,
+                      const ViewPlan* views = nullptr);
 
 } // namespace hgp

@@ -1,8 +1,10 @@
 #include "compiler/plan/PlanEmitter.h"
 
 #include "compiler/analysis/MemoryPlan.h"
+#include "compiler/analysis/Views.h"
 
 #include <algorithm>
+#include <set>
 
 namespace hgp {
 
@@ -73,7 +75,9 @@ private:
       carryTarget[c.next] = out_.plan.findTensor(c.state->name());
       skip.push_back(c.next);
     }
-    MemoryPlan mem = planMemory(g, skip, opts_.reuseMemory);
+    ViewPlan views;
+    if (opts_.views) views = findViews(g, std::set<const Value*>(skip.begin(), skip.end()));
+    MemoryPlan mem = planMemory(g, skip, opts_.reuseMemory, &views);
     out_.plan.transientBytes = std::max(out_.plan.transientBytes, mem.arenaBytes);
 
     std::map<const Value*, int> index;
@@ -111,7 +115,12 @@ private:
         out_.plan.tensors.push_back(std::move(t));
         step.outputs.push_back(index[v]);
       }
-      prog.steps.push_back(std::move(step));
+      if (!views.elided.count(n)) prog.steps.push_back(std::move(step));
+    }
+    for (const auto& [v, view] : views.views) {
+      PlanTensor& t = out_.plan.tensors[size_t(index.at(v))];
+      t.alias = view.kind;
+      t.aliasOf = index.at(view.parent);
     }
     for (const auto& [bindName, valueName] : src.bindings) {
       const Value* v = g.findValue(valueName);

@@ -3,8 +3,10 @@
 // Each graph becomes one program. Graph-level values (inputs, parameters, states, constants)
 // with the same name across graphs become one persistent plan tensor, so a "train" and an
 // "eval" program share weights. Node results are placed in the transient arena by the memory
-// plan (compiler/analysis/MemoryPlan.h); each carry's result takes its state's storage, which requires the
-// producing op to update that state in place (inplaceInputFor) after every other read of it.
+// plan (compiler/analysis/MemoryPlan.h), views inside the value they alias, and a node whose
+// results are all views (or a Concat written in place) becomes no step. Each carry's result
+// takes its state's storage, which requires the producing op to update that state in place
+// (inplaceInputFor) after every other read of it.
 // A transient name that an earlier program already used is prefixed with "<program>/".
 #pragma once
 
@@ -32,8 +34,11 @@ struct EmitOptions {
   /// initializer found here are read from the file at start (InitKind::File); all other
   /// initial data is copied into the bundle's data section (InitKind::Data).
   std::map<std::string, int64_t> fileOffsets;
-  /// Off: no two transient tensors share bytes (planMemory's `reuse`).
+  /// Off: no two transient tensors share bytes (planMemory's `reuse`), views aside.
   bool reuseMemory = true;
+  /// Off (`--no-views`): every Reshape, Slice, Split and Concat runs as a copy step; on, those
+  /// that can be views (compiler/analysis/Views.h) run no step, and their tensors share bytes.
+  bool views = true;
 };
 
 struct EmittedPlan {

@@ -56,6 +56,8 @@ int SliceBuilder::sliceTensor(int parent, int j, int n) {
   t.type.shape[0] /= n;
   t.offset += j * bytes;
   t.init = InitKind::None;
+  t.alias = AliasKind::None; // a slice shares its parent's bytes without being a view
+  t.aliasOf = -1;
   plan_.tensors.push_back(t);
   int id = int(plan_.tensors.size()) - 1;
   slices_[key] = id;

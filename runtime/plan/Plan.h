@@ -39,6 +39,15 @@ struct InitData {
   std::span<const uint8_t> file;
 };
 
+/// Why a transient tensor lies inside another tensor's bytes (docs/plan-format.md, "Views"): the
+/// memory plan made it a view, so that no step copies it. Batch slices (BatchSlicing.h) share
+/// their parent's bytes too but are not marked: they are the same data, cut by rows.
+enum class AliasKind : uint8_t {
+  None,
+  View, ///< A Reshape, Slice or Split result, read where its source's bytes lie (`view=`).
+  Part, ///< A Concat operand, written by its producer into its slice of the result (`part=`).
+};
+
 struct PlanTensor {
   std::string name;
   TensorRole role = TensorRole::Activation;
@@ -48,6 +57,9 @@ struct PlanTensor {
   InitKind init = InitKind::None;
   double fillValue = 0;
   int64_t dataOffset = -1; ///< For InitKind::Data and InitKind::File.
+  AliasKind alias = AliasKind::None;
+  /// With an alias: the tensor whose bytes contain this one's (itself possibly a view).
+  int aliasOf = -1;
 
   int64_t bytes() const { return type.bytes(); }
 };
@@ -112,7 +124,8 @@ struct Plan {
   /// The tensor bound to `name`, or -1.
   int binding(const std::string& name) const;
   /// Checks the structural invariants: indices in range, operand counts within the op table,
-  /// storage inside its region, 64-byte alignment, bindings valid, in-place steps aliased.
+  /// storage inside its region, 64-byte alignment, bindings valid, in-place steps aliased, views
+  /// inside the tensor they alias.
   Status validate() const;
 };
 

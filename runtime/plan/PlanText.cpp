@@ -46,6 +46,15 @@ Status Plan::validate() const {
       return bad("tensor '" + t.name + "' is initialized but transient");
   }
   auto inRange = [&](int i) { return i >= 0 && i < int(tensors.size()); };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const PlanTensor& t = tensors[i];
+    if (t.alias == AliasKind::None) continue;
+    if (!inRange(t.aliasOf) || t.aliasOf == int(i))
+      return bad("tensor '" + t.name + "' is a view of a tensor out of range");
+    const PlanTensor& p = tensors[size_t(t.aliasOf)];
+    if (p.storage != t.storage || t.offset < p.offset || t.offset + t.bytes() > p.offset + p.bytes())
+      return bad("tensor '" + t.name + "' is a view of '" + p.name + "' but lies outside its bytes");
+  }
   for (const auto& p : programs) {
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const PlanStep& s = p.steps[k];
@@ -173,6 +182,10 @@ std::string printPlan(const Plan& plan) {
     else if (t.init == InitKind::Data || t.init == InitKind::File)
       out += std::string(" ") + initName(t.init) + "=" + std::to_string(t.dataOffset);
     else if (t.init != InitKind::None) out += std::string(" ") + initName(t.init);
+    if (t.alias != AliasKind::None) {
+      out += t.alias == AliasKind::View ? " view=" : " part=";
+      appendTensorRef(out, plan, t.aliasOf);
+    }
     out += "\n";
   }
   for (const auto& [name, idx] : plan.bindings) {
@@ -269,6 +282,13 @@ public:
         return s_.error("unexpected '" + kw + "'");
       }
     }
+    for (const auto& [tensor, name] : aliasNames_) {
+      auto it = index_.find(name);
+      if (it == index_.end())
+        return Status(ErrorCode::InvalidModel, "plan: tensor %" + plan_.tensors[size_t(tensor)].name +
+                                                   " is a view of unknown tensor %" + name);
+      plan_.tensors[size_t(tensor)].aliasOf = it->second;
+    }
     HGP_TRY(plan_.validate());
     return std::move(plan_);
   }
@@ -312,6 +332,14 @@ private:
       HGP_TRY(s_.expect('='));
       t.init = InitKind::File;
       HGP_ASSIGN_OR_RETURN(t.dataOffset, s_.integer());
+    }
+    // A view may name a tensor defined further down (a Concat's result after its parts).
+    bool view = s_.consumeWord("view");
+    if (view || s_.consumeWord("part")) {
+      HGP_TRY(s_.expect('='));
+      t.alias = view ? AliasKind::View : AliasKind::Part;
+      HGP_ASSIGN_OR_RETURN(std::string of, s_.percentName());
+      aliasNames_.push_back({int(plan_.tensors.size()), of});
     }
     index_[t.name] = int(plan_.tensors.size());
     plan_.tensors.push_back(std::move(t));
@@ -386,6 +414,8 @@ private:
   TextScanner s_;
   Plan plan_;
   std::map<std::string, int> index_;
+  /// Views, resolved once every tensor is known: (tensor, the name it is a view of).
+  std::vector<std::pair<int, std::string>> aliasNames_;
 };
 
 } // namespace

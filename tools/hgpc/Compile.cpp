@@ -153,6 +153,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   pc.emit.modelName = std::filesystem::path(o.modelPath).stem().string();
   pc.emit.meta = planMeta(c, o);
   pc.emit.reuseMemory = o.reuseMemory;
+  pc.emit.views = o.views;
   if (o.referenceWeights) {
     HGP_ASSIGN_OR_RETURN(pc.emit.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }

@@ -51,6 +51,9 @@ struct CompileOptions {
   Precision precision = Precision::TF32;
   /// --no-buffer-reuse: every transient tensor keeps bytes of its own (for debugging).
   bool reuseMemory = true;
+  /// False (--no-views): Reshape, Slice, Split and Concat always run as copies; true: those
+  /// that can be views of their operands' bytes run no step (compiler/analysis/Views.h).
+  bool views = true;
   /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-batch-norm
   /// after autodiff, fuse-elementwise last; docs/fusion.md). An explicit --passes list is taken
   /// as given.

@@ -93,6 +93,10 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
                   "activation layout around the convolutions: auto (default: nhwc for bf16 and "
                   "fp16, nchw otherwise), nchw or nhwc (docs/layout.md)")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
+  cmd->add_flag_function(
+      "--no-views", [&o](int64_t) { o.views = false; },
+      "run every Reshape, Slice, Split and Concat as a copy (by default those that can share "
+      "their operand's bytes run no step; docs/plan-format.md, Views)");
 }
 
 int runPlan(CompileOptions& o, int maxStreams, const CostCalibration& cal, bool dot) {

@@ -38,6 +38,51 @@ std::string where(const Plan& plan, const PlanStep& s) {
   return format("%c+%lld", t.storage == StorageClass::Persistent ? 'P' : 'T', (long long)t.offset);
 }
 
+/// What the step shares through views (compiler/analysis/Views.h), for the DOT labels: the
+/// Concat results its results are written into, and the views it reads in place of a copy.
+std::string viewNote(const Plan& plan, const PlanStep& s) {
+  std::string note;
+  auto add = [&](const char* what, const PlanTensor& t) {
+    note += (note.empty() ? "" : "; ") + std::string(what) + plan.tensors[size_t(t.aliasOf)].name;
+  };
+  for (int o : s.outputs)
+    if (const PlanTensor& t = plan.tensors[size_t(o)]; t.alias == AliasKind::Part) add("into %", t);
+  for (int i : s.inputs)
+    if (const PlanTensor& t = plan.tensors[size_t(i)]; t.alias == AliasKind::View)
+      add("reads a view of %", t);
+  return note;
+}
+
+/// The views among the tensors the program touches: how many, their bytes (no step copies them),
+/// and the Concats written in place.
+void printViews(const Plan& plan, const PlanProgram& program, std::ostream& os) {
+  std::set<int> touched;
+  for (const PlanStep& s : program.steps) {
+    touched.insert(s.inputs.begin(), s.inputs.end());
+    touched.insert(s.outputs.begin(), s.outputs.end());
+  }
+  for (std::vector<int> todo(touched.begin(), touched.end()); !todo.empty();) {
+    int t = todo.back();
+    todo.pop_back();
+    int of = plan.tensors[size_t(t)].aliasOf;
+    if (of >= 0 && touched.insert(of).second) todo.push_back(of);
+  }
+  int views = 0, parts = 0;
+  double bytes = 0;
+  std::set<int> concats;
+  for (int t : touched) {
+    const PlanTensor& pt = plan.tensors[size_t(t)];
+    if (pt.alias == AliasKind::None) continue;
+    (pt.alias == AliasKind::View ? views : parts) += 1;
+    bytes += double(pt.bytes());
+    if (pt.alias == AliasKind::Part) concats.insert(pt.aliasOf);
+  }
+  if (views + parts == 0) return;
+  os << format("views: %d tensors (%.3f MB) share bytes instead of being copied: %d Reshape, "
+               "Slice or Split results; %d Concat operands written in place (%zu Concats)\n",
+               views + parts, bytes / 1e6, views, parts, concats.size());
+}
+
 /// The train (or forward) program with its costs and stream schedule.
 struct Scheduled {
   const PlanProgram* program;
@@ -201,6 +246,7 @@ void printPlanReport(const Plan& plan, const Target& target, Precision precision
   if (folded) os << format("fusion: %d gradient Sums folded into BatchNormBwd (+Sum)\n", folded);
   printFusedGroups(*program, cost, os);
   printLayout(plan, *program, cost, os);
+  printViews(plan, *program, os);
   if (sliced)
     os << format("batch slicing: %d steps split into sub-batches, %d runs pipelined over "
                  "micro-batches\n",
@@ -251,8 +297,10 @@ void printPlanDot(const Plan& plan, const Target& target, Precision precision,
     for (size_t i = 0; i < program->steps.size(); ++i) {
       if (sched.stream[i] != st) continue;
       const PlanStep& s = program->steps[i];
-      os << format("    s%zu [label=\"%zu %s\\n%s\\n%.1f us\"%s];\n", i, i, stepLabel(s).c_str(),
+      std::string note = viewNote(plan, s);
+      os << format("    s%zu [label=\"%zu %s\\n%s\\n%.1f us%s\"%s];\n", i, i, stepLabel(s).c_str(),
                    quoted(s.loc).c_str(), cost.steps[i].seconds * 1e6,
+                   note.empty() ? "" : ("\\n" + quoted(note)).c_str(),
                    cost.steps[i].onCriticalPath ? ", penwidth=2" : "");
     }
     os << "  }\n";
