@@ -2,23 +2,18 @@
 // the gradients of Slice and Pad (ShapeOps.cpp on the CPU).
 //
 // The pure data-movement ops move elements of dtypeSize bytes, so they work for every dtype:
-// Concat and Split are one 2-D copy per part (cudaMemcpy2DAsync), Reshape a flat copy, and
+// Concat and Split are one vectorized launch per 32 parts (StackCopy.h), Reshape a flat copy, and
 // Slice, Transpose and Expand one strided gather (merged dims, strides that may be zero or
 // negative). Pad and the gradients compute in float on f32, bf16 or f16 tensors. PadBwd is a gather: each input element sums the
 // padded positions that read it, in row-major order starting from zero, which is exactly the
 // order in which the CPU reference accumulates them.
 #include "runtime/cuda/DeviceUtil.cuh"
+#include "runtime/cuda/StackCopy.h"
 #include "runtime/plan/Layout.h"
 
 namespace hgp::cuda {
 
 namespace {
-
-int64_t dimProduct(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
 
 Status checkSameDType(const CudaArgs& a) {
   for (const auto& v : a.in)
@@ -86,28 +81,6 @@ Status checkStacking(const CudaArgs& a, const std::vector<DeviceTensor>& parts,
   return Status::ok();
 }
 
-/// Copies each part's [outer, axisLen*inner] block to or from the whole tensor.
-Status stackCopy(CudaArgs& a, const std::vector<DeviceTensor>& parts, const DeviceTensor& whole,
-                 int64_t axis, bool toWhole) {
-  int64_t es = dtypeSize(whole.dtype);
-  int64_t outer = dimProduct(*whole.shape, 0, size_t(axis));
-  int64_t inner = dimProduct(*whole.shape, size_t(axis) + 1, whole.shape->size());
-  size_t wholeRow = size_t(whole.dim(axis) * inner * es);
-  size_t offset = 0;
-  for (const auto& p : parts) {
-    size_t partRow = size_t(p.dim(axis) * inner * es);
-    auto* wp = static_cast<uint8_t*>(whole.data) + offset;
-    auto* pp = static_cast<uint8_t*>(p.data);
-    if (toWhole)
-      HGP_CUDA_TRY(cudaMemcpy2DAsync(wp, wholeRow, pp, partRow, partRow, size_t(outer),
-                                     cudaMemcpyDeviceToDevice, a.stream));
-    else
-      HGP_CUDA_TRY(cudaMemcpy2DAsync(pp, partRow, wp, wholeRow, partRow, size_t(outer),
-                                     cudaMemcpyDeviceToDevice, a.stream));
-    offset += partRow;
-  }
-  return Status::ok();
-}
 
 /// The source strides and base offset that read Slice's result out of X (in elements).
 Status sliceView(const CudaArgs& a, const Shape& x, const Shape& y, std::vector<int64_t>& strides,

@@ -350,6 +350,24 @@ TEST(CudaOpSuite, DataMovement) {
         return {n->output(0), n->output(2)}; // one part unused: its gradient is zero
       },
       exact);
+  // Concat and Split are one vectorized launch per 32 parts (runtime/cuda/StackCopy.h): rows
+  // of 32 and 64 bytes (16-byte accesses, a channels-last concatenation), and 40 parts of 1 to
+  // 3 floats per row (two launches, 4-byte accesses), with their Split gradients.
+  checkOp(
+      "concat-channels-last", {f32({4, 5, 6, 8}), f32({4, 5, 6, 16})},
+      [](Graph& g, auto& p) {
+        return std::vector<Value*>{op1(g, OpKind::Concat, {p[0], p[1]}, attrs({{"axis", int64_t(3)}}))};
+      },
+      exact);
+  std::vector<TensorType> narrow;
+  for (int k = 0; k < 40; ++k) narrow.push_back(f32({3, 2, 1 + k % 3}));
+  checkOp(
+      "concat-40-parts", narrow,
+      [](Graph& g, auto& p) {
+        return std::vector<Value*>{op1(g, OpKind::Concat, std::vector<Value*>(p.begin(), p.end()),
+                                       attrs({{"axis", int64_t(2)}}))};
+      },
+      exact);
   checkOp(
       "slice-negative-step", {f32({4, 6})},
       [](Graph& g, auto& p) {
