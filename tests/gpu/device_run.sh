@@ -51,8 +51,8 @@ ops = {"Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "Clip
        "HardSigmoid", "HardSwish", "MaxPool", "AveragePool", "GlobalAveragePool", "LRN", "Gemm",
        "MatMul", "Add", "Sub", "Mul", "Div", "Concat", "Split", "Slice", "Flatten", "Reshape",
        "Transpose", "Squeeze", "Unsqueeze", "Pad", "ReduceMean", "Dropout", "Identity", "Softmax",
-       "LogSoftmax", "Constant", "Neg", "Sum", "ReduceSum", "Expand"}
-for suite in ("node", "pytorch-converted"):
+       "LogSoftmax", "Constant", "Neg", "Sum", "ReduceSum", "Expand", "Cast"}
+for suite in ("node", "pytorch-converted", "pytorch-operator", "simple"):
     root = "/usr/share/libonnx-testdata/data/" + suite
     for d in sorted(os.listdir(root)):
         m = onnx.load(os.path.join(root, d, "model.onnx"), load_external_data=False)
