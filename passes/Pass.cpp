@@ -79,6 +79,13 @@ Status TrainOptions::validate() const {
     return bad("--nesterov needs --momentum > 0 and zero dampening");
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) return bad("betas must be in [0, 1)");
   if (!(eps >= 0)) return bad("--eps must be >= 0");
+  if (pixels != "auto" && pixels != "u8" && pixels != "f32")
+    return bad("--pixels must be auto, u8 or f32, not '" + pixels + "'");
+  if (pixels != "u8" && !pixelMean.empty())
+    return bad("--normalize compiles the normalization into an 8-bit pixel input; it needs --pixels u8 "
+               "(with float input, give --normalize to the executable instead)");
+  for (double sd : pixelStd)
+    if (!(sd > 0)) return bad("--normalize: std must be positive");
   if (schedule != "constant" && schedule != "step" && schedule != "multistep" &&
       schedule != "cosine")
     return bad("--schedule must be constant, step, multistep or cosine, not '" + schedule + "'");

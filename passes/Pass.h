@@ -53,6 +53,12 @@ struct TrainOptions {
   int64_t bucketBytes = int64_t(25) << 20;
   /// --sync-bn: BatchNorm statistics over the global batch (all-reduced), not per rank.
   bool syncBn = false;
+  /// --pixels (docs/data.md): "u8" makes the data input 8-bit channels-last pixels and a flip
+  /// flag per sample, turned into the model's input by one ImageInput node (the image-input
+  /// pass) with the Normalize of `pixelMean` and `pixelStd` (one value, or one per channel;
+  /// empty: none); "f32" and "auto" (for now the same) keep the float input.
+  std::string pixels = "auto";
+  std::vector<double> pixelMean, pixelStd;
 
   double effectiveWeightDecay() const {
     return weightDecay >= 0 ? weightDecay : optimizer == "adamw" ? 0.01 : 0.0;

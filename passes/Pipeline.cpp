@@ -30,6 +30,11 @@ std::vector<std::string> pipelineFor(PipelineKind kind, const PipelineOptions& o
     auto at = p.insert(std::find(p.begin(), p.end(), "add-loss") + 1, "mixed-precision");
     if (training && o.precision == Precision::FP16) p.insert(at + 1, "loss-scaling");
   }
+  if (o.u8Pixels) {
+    auto after = std::find(p.begin(), p.end(), "mixed-precision");
+    if (after == p.end()) after = std::find(p.begin(), p.end(), "add-loss");
+    p.insert(after + 1, "image-input");
+  }
   if (o.nhwc) p.push_back("layout-nhwc");
   if (o.fuse) {
     p.push_back("fuse-elementwise");

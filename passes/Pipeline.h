@@ -5,6 +5,7 @@
 //
 //   - mixed-precision right after add-loss for bf16 and fp16 (16-bit activations before autodiff
 //     differentiates them), and loss-scaling after it in fp16 training;
+//   - image-input after them for --pixels u8 (it folds mixed precision's Cast of the input);
 //   - layout-nhwc after the optimizer, so that it converts the forward and backward ops around
 //     each convolution together;
 //   - fuse-elementwise and fuse-casts last: on whatever elementwise chains fuse-batch-norm left,
@@ -32,6 +33,9 @@ struct PipelineOptions {
   bool nhwc = false; ///< Channels-last activations around the convolutions (layout-nhwc).
   bool fuse = true;  ///< False: --no-fuse.
   std::vector<std::string> disabled; ///< --disable-pass names.
+  /// --pixels u8: image-input after mixed-precision (or add-loss), so that it folds the input's
+  /// Cast into the ImageInput node (passes/ImageInput.cpp).
+  bool u8Pixels = false;
 };
 
 /// The core lists, without the passes the options add.

@@ -69,6 +69,7 @@ bool executesHalf(OpKind op) {
   switch (op) {
   case OpKind::Cast:
   case OpKind::CastGroup:
+  case OpKind::ImageInput:
   case OpKind::Conv:
   case OpKind::ConvTranspose:
   case OpKind::ConvBwdData:

@@ -57,7 +57,13 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   int64_t per = numElements(data_.sampleShape());
   b.epoch = epoch;
   b.index = index;
-  b.images.resize(size_t(batch_ * per));
+  const bool u8 = data_.givesPixels();
+  if (u8) {
+    b.pixels.resize(size_t(batch_ * per));
+    b.flips.resize(size_t(batch_));
+  } else {
+    b.images.resize(size_t(batch_ * per));
+  }
   b.labels.resize(size_t(batch_));
   int64_t first = (index * ranks_ + rank_) * batch_;
   b.valid = std::min(batch_, data_.size() - first);
@@ -66,7 +72,9 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
-      Status st = data_.get(sample, epoch, b.images.data() + r * per, &b.labels[size_t(r)]);
+      Status st = u8 ? data_.getPixels(sample, epoch, b.pixels.data() + r * per, &b.flips[size_t(r)],
+                                       &b.labels[size_t(r)])
+                     : data_.get(sample, epoch, b.images.data() + r * per, &b.labels[size_t(r)]);
       if (!st) {
         std::lock_guard<std::mutex> lock(failMu);
         if (b.status) b.status = std::move(st);

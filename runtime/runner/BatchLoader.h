@@ -28,6 +28,9 @@ struct Batch {
   int64_t valid = 0;            ///< Real rows (the rest repeat the last real sample).
   std::vector<float> images;
   std::vector<int64_t> labels;
+  /// For a --pixels u8 plan (Dataset::givesPixels), instead of `images`: 8-bit N x H x W x C
+  /// pixels and a flip flag per row.
+  std::vector<uint8_t> pixels, flips;
   /// Not ok when a sample could not be read (a corrupt image under --bad-images fail).
   Status status;
 };

@@ -349,6 +349,7 @@ Expected<std::unique_ptr<Dataset>> imageData(std::unique_ptr<ImageSource> src, S
   o.train = split == Split::Train;
   o.seed = req.seed;
   o.skipBad = req.skipBadImages;
+  o.pixels = req.u8Pixels;
   if (!req.mean.empty()) {
     HGP_TRY(checkNormalize(req, shape));
     o.mean = req.mean, o.stddev = req.stddev;
@@ -360,6 +361,10 @@ Expected<std::unique_ptr<Dataset>> imageData(std::unique_ptr<ImageSource> src, S
 
 std::vector<int64_t> Dataset::order(bool shuffle, uint64_t seed, int64_t epoch) const {
   return epochOrder(size(), shuffle, seed, epoch);
+}
+
+Status Dataset::getPixels(int64_t, int64_t, uint8_t*, uint8_t*, int64_t*) const {
+  return Status(ErrorCode::Internal, describe() + " gives float samples, not 8-bit pixels");
 }
 
 Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split split,
@@ -402,12 +407,14 @@ Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split sp
     return badData(ds->describe() + " does not fit the model: its samples are " +
                    shapeToString(ds->sampleShape()) + ", the model's input wants " +
                    shapeToString(req.sampleShape));
-  if (split == Split::Train && req.augment.random()) {
+  if ((split == Split::Train && req.augment.random()) || req.u8Pixels) {
     auto* mem = dynamic_cast<MemoryDataset*>(ds.get());
     std::unique_ptr<ImageSource> src = mem ? mem->takeImages() : nullptr;
     if (!src)
-      return Status(ErrorCode::Usage, "--augment " + req.augment.recipe + " needs 8-bit images (idx, "
-                                      "CIFAR, image folders or shards), not " + ds->describe());
+      return Status(ErrorCode::Usage,
+                    (req.u8Pixels ? std::string("this executable takes 8-bit pixels (hgpc compile --pixels u8) and")
+                                  : "--augment " + req.augment.recipe) +
+                        " needs 8-bit images (idx, CIFAR, image folders or shards), not " + ds->describe());
     return imageData(std::move(src), split, req);
   }
   if (!req.mean.empty()) {

@@ -45,6 +45,12 @@ public:
   virtual bool shardedByRank() const { return false; }
   /// Decoding costs enough that the loader should spread a batch over --loader-threads.
   virtual bool decodes() const { return false; }
+  /// True for image data opened for a --pixels u8 plan: the loader calls getPixels.
+  virtual bool givesPixels() const { return false; }
+  /// Sample `index` as 8-bit pixels, H x W x C (cropped and resized, not flipped or normalized:
+  /// the plan's ImageInput node does that), its flip flag and its label.
+  virtual Status getPixels(int64_t index, int64_t epoch, uint8_t* pixels, uint8_t* flip,
+                           int64_t* label) const;
   /// "fashion-mnist train (60000 samples)".
   virtual std::string describe() const = 0;
 };
@@ -70,6 +76,9 @@ struct DatasetRequirements {
   std::vector<std::string> trainClasses;
   /// Data parallelism: tar shards are split over the ranks, rank `rank` of `ranks` reading its own.
   int rank = 0, ranks = 1;
+  /// The plan takes 8-bit pixels (hgpc compile --pixels u8): only image data (image folders,
+  /// shards, or 8-bit idx and CIFAR) can feed it; sampleShape is still [C, H, W].
+  bool u8Pixels = false;
 };
 
 /// Opens and validates a data set. The error says which file and what is wrong.

@@ -58,6 +58,7 @@ public:
   }
   bool shardedByRank() const override { return src_->shardedByRank(); }
   bool decodes() const override { return true; }
+  bool givesPixels() const override { return opt_.pixels; }
 
   /// Groups (tar shards) in a shuffled order, each group's samples shuffled among themselves.
   std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const override {
@@ -74,11 +75,22 @@ public:
   }
 
   Status get(int64_t index, int64_t epoch, float* image, int64_t* label) const override {
+    return sample(index, epoch, image, nullptr, nullptr, label);
+  }
+  Status getPixels(int64_t index, int64_t epoch, uint8_t* pixels, uint8_t* flip,
+                   int64_t* label) const override {
+    return sample(index, epoch, nullptr, pixels, flip, label);
+  }
+
+private:
+  /// One sample, as floats (`image`) or as pixels and a flip flag.
+  Status sample(int64_t index, int64_t epoch, float* image, uint8_t* pixels, uint8_t* flip,
+                int64_t* label) const {
     // A bad sample is replaced by the next good one; give up after a run of 1000 bad ones.
     for (int64_t tries = 0; tries < std::min<int64_t>(1000, size()); ++tries) {
       int64_t i = (index + tries) % size();
       if (bad_.known(i)) continue;
-      Status st = load(i, epoch, image);
+      Status st = load(i, epoch, image, pixels, flip);
       if (st) {
         *label = src_->label(i);
         return Status::ok();
@@ -91,12 +103,11 @@ public:
     return Status(ErrorCode::BadData, "more than 1000 bad images in a row in " + src_->describe());
   }
 
-private:
   std::string evalDescription() const {
     return "Resize(" + std::to_string(opt_.augment.evalResize) + ") + CenterCrop";
   }
 
-  Status load(int64_t i, int64_t epoch, float* out) const {
+  Status load(int64_t i, int64_t epoch, float* out, uint8_t* pixels, uint8_t* flipOut) const {
     thread_local std::vector<uint8_t> bytes;
     thread_local Image raw, decoded, resized, cropped;
     const int outH = int(opt_.sampleShape[1]), outW = int(opt_.sampleShape[2]);
@@ -146,7 +157,12 @@ private:
       done = &cropped;
     }
     bool flip = opt_.train && a.flip > 0 && rng() < a.flip;
-    writeNormalized(*done, table_, flip, out);
+    if (pixels) {
+      std::memcpy(pixels, done->pixels.data(), done->pixels.size());
+      *flipOut = flip ? 1 : 0;
+    } else {
+      writeNormalized(*done, table_, flip, out);
+    }
     return Status::ok();
   }
 

@@ -49,6 +49,7 @@ struct ImageDatasetOptions {
   uint64_t seed = 0;              ///< With the epoch and the index, keys every random choice.
   std::vector<float> mean, stddev; ///< Normalize; empty for none.
   bool skipBad = true;
+  bool pixels = false;            ///< Samples go out as 8-bit pixels (Dataset::getPixels).
 };
 
 /// The data set over `source`. The sample shape is the model's, whatever the images' sizes.

@@ -4,6 +4,7 @@
 #include "runtime/bundle/Bundle.h"
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Checkpoint.h"
+#include "runtime/runner/DataSetup.h"
 #include "runtime/runner/Destinations.h"
 #include "runtime/runner/Devices.h"
 #include "runtime/runner/Distributed.h"
@@ -126,6 +127,15 @@ public:
     batch_ = input.type.shape[0];
     DatasetRequirements req;
     req.sampleShape.assign(input.type.shape.begin() + 1, input.type.shape.end());
+    // hgpc compile --pixels u8: the plan takes 8-bit [N,H,W,C] pixels and a flip flag each.
+    pixels_ = input.type.dtype == DType::U8;
+    if (pixels_) {
+      if (plan_.binding("input.flip") < 0 || input.type.shape.size() != 4)
+        return Status(ErrorCode::InvalidModel, "the plan's 8-bit input has no 'input.flip' binding");
+      const Shape& s = input.type.shape;
+      req.sampleShape = {s[3], s[1], s[2]};
+      req.u8Pixels = true;
+    }
     req.classes = plan_.meta.getInt("classes");
     req.batch = batch_;
     req.seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
@@ -136,7 +146,7 @@ public:
       req.mean.assign(opt_.normalize.begin(), opt_.normalize.begin() + long(half));
       req.stddev.assign(opt_.normalize.begin() + long(half), opt_.normalize.end());
     }
-    HGP_TRY(imageRequirements(req));
+    HGP_TRY(imageRequirements(opt_, plan_, pixels_, ranks_.rank, ranks_.ranks, req));
     HGP_ASSIGN_OR_RETURN(train_, openDataset(opt_.data, Split::Train, req));
     if (const auto* names = train_->classNames()) req.trainClasses = *names;
     if (train_->size() < batch_)
@@ -177,7 +187,6 @@ public:
     reported_ = startStep_ = pos_.step;
     endEpoch_ = pos_.epoch + opt_.epochs;
     installInterruptHandlers();
-    int input = plan_.binding("input"), labels = plan_.binding("labels");
     windowStart_ = Clock::now();
     auto runStart = Clock::now();
     // `ahead`: the batch of the next step, already prefetched to the backend (within an epoch).
@@ -187,27 +196,21 @@ public:
       if (opt_.holdBatch && b) {
         // --hold-batch: both input slots already hold the first batch (written, then
         // prefetched, below); a backend without slots gets it written again.
-        if (!backend_->supportsPrefetch()) {
-          st = backend_->write(input, b->images.data());
-          if (st) st = backend_->write(labels, b->labels.data());
-        }
+        if (!backend_->supportsPrefetch()) st = feed(*b, /*prefetch=*/false);
       } else if (ahead) {
         b = std::move(ahead);
       } else {
         b = loader.next();
         st = b->status;
-        if (st) st = backend_->write(input, b->images.data());
-        if (st) st = backend_->write(labels, b->labels.data());
+        if (st) st = feed(*b, /*prefetch=*/false);
       }
       if (st && opt_.holdBatch && backend_->supportsPrefetch() && done == 0) {
-        st = backend_->prefetch(input, b->images.data());
-        if (st) st = backend_->prefetch(labels, b->labels.data());
+        st = feed(*b, /*prefetch=*/true);
       } else if (st && !opt_.holdBatch && backend_->supportsPrefetch() && done + 1 < total &&
                  b->index + 1 < perEpoch) {
         ahead = loader.next();
         st = ahead->status;
-        if (st) st = backend_->prefetch(input, ahead->images.data());
-        if (st) st = backend_->prefetch(labels, ahead->labels.data());
+        if (st) st = feed(*ahead, /*prefetch=*/true);
       }
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
@@ -253,7 +256,7 @@ public:
     if (!opt_.save.empty() && lead_) {
       if (Status st = saveOnnx(opt_.save); !st) return fail(st);
       std::fprintf(stderr, "saved the trained model to %s\n", opt_.save.c_str());
-      if (Status st = saveClassNames(opt_.save); !st) return fail(st);
+      if (Status st = saveClassNames(*train_, opt_.save); !st) return fail(st);
     }
     return 0;
   }
@@ -365,7 +368,6 @@ private:
     lastEvalStep_ = pos_.step;
     BatchLoader loader(*eval_, batch_, /*shuffle=*/false, 0, /*dropLast=*/false, 0, 0, 0, 1,
                        opt_.loaderThreads);
-    int input = plan_.binding("input"), labels = plan_.binding("labels");
     int lossT = plan_.binding("eval.loss"), correctT = plan_.binding("eval.correct"),
         logitsT = plan_.binding("eval.logits");
     int64_t classes = plan_.tensors[size_t(logitsT)].type.shape[1];
@@ -374,8 +376,7 @@ private:
     for (int64_t i = 0; i < loader.batchesPerEpoch(); ++i) {
       std::unique_ptr<Batch> b = loader.next();
       Status st = b->status;
-      if (st) st = backend_->write(input, b->images.data());
-      if (st) st = backend_->write(labels, b->labels.data());
+      if (st) st = feed(*b, /*prefetch=*/false);
       if (st) st = backend_->run("eval");
       if (!st) return fail(std::move(st).withContext("evaluation"));
       if (watchdog_) watchdog_->beat();
@@ -451,6 +452,18 @@ private:
     return st;
   }
 
+  /// Hands a batch to the backend: written for the coming run, or prefetched for the one after.
+  /// A --pixels u8 plan takes the 8-bit pixels and the flip flags; others the float samples.
+  Status feed(const Batch& b, bool prefetch) {
+    auto put = [&](int binding, const void* src) {
+      return prefetch ? backend_->prefetch(binding, src) : backend_->write(binding, src);
+    };
+    int input = plan_.binding("input"), labels = plan_.binding("labels");
+    HGP_TRY(put(input, pixels_ ? static_cast<const void*>(b.pixels.data()) : b.images.data()));
+    if (pixels_) HGP_TRY(put(plan_.binding("input.flip"), b.flips.data()));
+    return put(labels, b.labels.data());
+  }
+
   /// --data-only: the input pipeline alone (read, decode, augment), timed after a warm-up of
   /// two batches.
   int readDataOnly(BatchLoader& loader, int64_t total) {
@@ -466,34 +479,6 @@ private:
     std::fprintf(stderr, "data only: %lld batches of %lld in %.2f s (%.0f images/s)\n",
                  (long long)timed, (long long)batch_, secs, double(timed * batch_) / std::max(secs, 1e-9));
     return 0;
-  }
-
-  /// The augmentation, bad-image policy and rank split for image data (ImageAugment.h).
-  Status imageRequirements(DatasetRequirements& req) const {
-    const Shape& s = req.sampleShape;
-    int size = s.size() == 3 ? int(std::min(s[1], s[2])) : 1;
-    HGP_ASSIGN_OR_RETURN(req.augment, resolveAugment(opt_.augment, size));
-    if (req.augment.recipe == "imagenet" && req.mean.empty() && s.size() == 3 && s[0] == 3)
-      std::tie(req.mean, req.stddev) = imagenetNormalization();
-    req.skipBadImages = opt_.skipBadImages;
-    req.rank = ranks_.rank;
-    req.ranks = ranks_.ranks;
-    return Status::ok();
-  }
-
-  /// Image folders name their classes: the list goes beside the saved model, one name a line
-  /// in label order (trained.onnx -> trained.classes.txt).
-  Status saveClassNames(const std::string& model) const {
-    const std::vector<std::string>* names = train_->classNames();
-    if (!names) return Status::ok();
-    std::filesystem::path p(model);
-    p.replace_extension(".classes.txt");
-    std::ofstream out(p);
-    for (const std::string& n : *names) out << n << "\n";
-    out.close();
-    if (!out) return Status(ErrorCode::Io, "cannot write the class list '" + p.string() + "'");
-    std::fprintf(stderr, "wrote the %zu class names to %s\n", names->size(), p.c_str());
-    return Status::ok();
   }
 
   /// A line between progress updates; other ranks print only with --verbose, naming the rank.
@@ -530,6 +515,7 @@ private:
   std::unique_ptr<Watchdog> watchdog_; ///< Declared after backend_: stops before it goes.
   std::vector<uint8_t> fileBytes_;
   std::unique_ptr<Dataset> train_, eval_;
+  bool pixels_ = false; ///< The plan's input is 8-bit pixels (hgpc compile --pixels u8).
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<Progress> progress_;
   CheckpointPosition pos_;

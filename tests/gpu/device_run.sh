@@ -353,6 +353,9 @@ PY
       --hgpc "$(command -v hgpc)" --fashion "$fm" ${IMAGES_ARGS:-} > "$OUT/images-converge.log" 2>&1
     rc=$?; check $rc "images-converge"
     note "images-converge: exit $rc"; [[ -f $OUT/converge.md ]] && cat "$OUT/converge.md" >> "$summary"
+    # The bound: hgpc's final accuracy at least PyTorch's, within noise (0.5 points).
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d['hgpc'] and d['hgpc'][-1] >= d['pytorch'][-1] - 0.5 else 1)" \
+      "$OUT/converge.json" 2>/dev/null || miss "images-converge: hgpc's final accuracy is more than 0.5 points below PyTorch's (or missing)"
     ;;
   explore)
     # docs/explore.md: the cost model's prediction error per configuration, without records.

@@ -321,5 +321,50 @@ torch.onnx.export(m, torch.zeros(1, 3, 32, 32), sys.argv[1], training=torch.onnx
         return self.exported(script, "c100.onnx")
 
 
+class PixelsTest(ImageTestCase):
+    """hgpc compile --pixels u8: 8-bit pixels cross to the device, ImageInput flips and
+    normalizes in the step; the inputs, and so the losses, equal the float path's."""
+
+    def test_u8_plan_trains_exactly_as_the_float_plan(self):
+        train, test = self.path("train"), self.path("test")
+        self.make("folder", train, "--per-class", 4)
+        self.make("folder", test, "--split", "test", "--per-class", 2, "--size", 36)
+        norm = "0.2860,0.3530"
+        f32 = self.compile(args=["--batch", "8"], out="f32")
+        u8 = self.compile(args=["--batch", "8", "--pixels", "u8", "--normalize", norm], out="u8")
+
+        def run_exe(exe, *extra):
+            out = self.path("m.jsonl")
+            code, _, err = run([exe, "--data", "imagefolder:" + train, "--eval", "imagefolder:" + test,
+                                "--epochs", "2", "--progress", "none", "--augment", "cifar",
+                                "--seed", "7", "--metrics", out, *extra])
+            self.assertEqual(code, 0, err)
+            rows = read_jsonl(out)
+            return [r["loss"] for r in rows if "accuracy" not in r], [r["accuracy"] for r in rows if "accuracy" in r]
+
+        a = run_exe(f32, "--normalize", norm)
+        b = run_exe(u8)
+        self.assertEqual(len(a[0]), 10)
+        self.assertEqual(a, b)
+        self.assertEqual(a, run_exe(u8, "--normalize", norm))  # repeating the compiled one is fine
+        code, _, err = run([u8, "--data", "imagefolder:" + train, "--steps", "1", "--normalize", "0.5,0.5"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("hgpc compile", err)
+        code, _, err = run([u8, "--data", "synthetic", "--steps", "1"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("8-bit", err)
+
+    def test_plan_starts_with_image_input(self):
+        code, out, err = run([os.path.join(BUILD, "bin", "hgpc"), "compile", os.path.join(SOURCE, "samples", "lenet5.onnx"),
+                              "-o", self.path("x"), "--batch", "4", "--pixels", "u8", "--emit", "plan",
+                              "--precision", "bf16"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("ImageInput", out)
+        self.assertIn("to=\"bf16\"", out)  # mixed precision's Cast of the input folded in
+        code, _, err = run([os.path.join(BUILD, "bin", "hgpc"), "compile", os.path.join(SOURCE, "samples", "lenet5.onnx"),
+                            "-o", self.path("y"), "--normalize", "0.5,0.5"])
+        self.assertEqual(code, 2, err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -32,6 +32,13 @@ AttrMap planMeta(const Compilation& c, const CompileOptions& o) {
   m.setInt("classes", c.forward->outputs()[0]->shape().back());
   m.setInt("metrics_ring", t.metricsRing);
   m.setInt("seed", int64_t(t.seed));
+  if (t.pixels == "u8") { // the runner feeds 8-bit pixels and checks --normalize against these
+    m.setString("pixels", "u8");
+    if (!t.pixelMean.empty()) {
+      m.setFloats("pixel_mean", t.pixelMean);
+      m.setFloats("pixel_std", t.pixelStd);
+    }
+  }
   if (t.ranks > 1) { // data parallel: the runner checks it, hgpc plan's cost model uses it
     m.setInt("ranks", t.ranks);
     m.setInt("bucket_bytes", t.bucketBytes);
@@ -130,6 +137,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
     PipelineOptions po{r.precision, r.nhwc, o.fuse, o.disabledPasses};
+    po.u8Pixels = o.train.pixels == "u8";
     HGP_TRY(runPipeline(*c.train, o.passes.empty() ? pipelineFor(PipelineKind::Train, po) : o.passes,
                         c.ctx));
     PassContext evalCtx = passContext(o, r.precision);
@@ -143,6 +151,9 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
                             {"metrics", names::kMetrics},
                             {"iter", names::kIter},
                             {"opt_step", names::kOptStep}}});
+    // --pixels u8 (passes/ImageInput.cpp): the runner writes each sample's flip flag here.
+    if (c.train->findValue(inputName + ".flip"))
+      pc.programs.back().bindings["input.flip"] = inputName + ".flip";
     pc.programs.push_back({"eval", c.eval.get(),
                            {{"eval.loss", names::kLoss},
                             {"eval.correct", names::kCorrect},

@@ -30,6 +30,21 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
   cmd->add_option("--warmup-steps", t.warmupSteps, "steps of linear warmup");
   cmd->add_option("--warmup-factor", t.warmupFactor, "warmup's starting fraction of the LR");
   cmd->add_option("--seed", t.seed, "seed of dropout's RNG");
+  cmd->add_option("--pixels", t.pixels,
+                  "the data input: u8 (8-bit images cross to the GPU; flip, conversion and "
+                  "--normalize run in the step, docs/data.md), f32, or auto (f32 for now)")
+      ->check(CLI::IsMember({"auto", "u8", "f32"}));
+  cmd->add_option_function<std::vector<double>>(
+         "--normalize",
+         [&t](const std::vector<double>& v) {
+           size_t half = v.size() / 2;
+           t.pixelMean.assign(v.begin(), v.begin() + long(half));
+           t.pixelStd.assign(v.begin() + long(half), v.end());
+           if (v.size() % 2) t.pixelStd.clear(); // validate() reports the mismatch
+         },
+         "with --pixels u8: Normalize(mean, std) compiled into the step: MEAN,STD or per channel "
+         "M1,M2,M3,S1,S2,S3")
+      ->delimiter(',');
   cmd->add_option("--metrics-every", t.metricsRing,
                   "steps between metric read-backs (the on-device ring's size)");
   cmd->add_option("--ranks", t.ranks,
