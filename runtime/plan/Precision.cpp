@@ -23,6 +23,11 @@ Expected<Precision> parsePrecision(std::string_view s) {
                 "--precision must be fp32, tf32, bf16 or fp16, not '" + std::string(s) + "'");
 }
 
+Expected<Precision> planPrecision(const AttrMap& meta) {
+  if (!meta.has("precision")) return Precision::TF32;
+  return parsePrecision(meta.getString("precision"));
+}
+
 DType activationDType(Precision p) {
   return p == Precision::BF16 ? DType::BF16 : p == Precision::FP16 ? DType::F16 : DType::F32;
 }

@@ -7,6 +7,7 @@
 // what each mode does.
 #pragma once
 
+#include "runtime/plan/Attr.h"
 #include "runtime/plan/Types.h"
 
 #include <string>
@@ -26,6 +27,11 @@ enum class Precision : uint8_t {
 const char* precisionName(Precision p);
 /// Parses a spelling; a usage error (exit code 2) names the four that exist.
 Expected<Precision> parsePrecision(std::string_view s);
+
+/// The precision a plan was compiled for: its meta's `precision` (docs/plan-format.md). A plan
+/// that records none (a hand-made test plan) is tf32, hgpc's default; a name this build does not
+/// know is an error (a usage error, as parsePrecision's).
+Expected<Precision> planPrecision(const AttrMap& meta);
 
 /// The dtype of activations and their gradients: F32 for fp32 and tf32, else BF16 or F16.
 DType activationDType(Precision p);

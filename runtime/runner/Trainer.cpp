@@ -2,6 +2,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/plan/Precision.h"
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Checkpoint.h"
 #include "runtime/runner/DataSetup.h"
@@ -310,7 +311,8 @@ private:
   /// halves the scale whenever the scaled gradients overflow, which is expected while it finds
   /// its level: it may take 24 more (2^16 down to 2^-8) before the run counts as diverged.
   int64_t maxNonFinite() const {
-    return opt_.maxNonFinite + (plan_.meta.getString("precision", "") == "fp16" ? 24 : 0);
+    Expected<Precision> p = planPrecision(plan_.meta);
+    return opt_.maxNonFinite + (p && *p == Precision::FP16 ? 24 : 0);
   }
 
   int diverged() {

@@ -38,6 +38,15 @@ TEST(Precision, ParsesItsOwnNamesAndNothingElse) {
   EXPECT_TRUE(allowsTf32(Precision::TF32));
 }
 
+TEST(Precision, OfAPlanFromItsMeta) {
+  AttrMap meta;
+  EXPECT_EQ(*planPrecision(meta), Precision::TF32); // hgpc's default for a plan without one
+  meta.setString("precision", "fp16");
+  EXPECT_EQ(*planPrecision(meta), Precision::FP16);
+  meta.setString("precision", "fp8");
+  EXPECT_FALSE(planPrecision(meta).hasValue());
+}
+
 TEST(Precision, TensorCoresFromVoltaForFp16AndFromAmpereForTf32AndBf16) {
   EXPECT_TRUE(runsOnTensorCores(Precision::FP16, 70));
   EXPECT_FALSE(runsOnTensorCores(Precision::FP16, 61));
