@@ -11,7 +11,16 @@
 //      have the result's shape (their other operands scalars), which work on either layout
 //      unchanged; Concat and Split along the channels (axis 1 becomes 3); a ReduceSum over
 //      (N, H, W) with keepdims=0, the gradient of a convolution's bias; Pad and PadBwd (an
-//      average pool's explicit padding), their pads reordered.
+//      average pool's explicit padding), their pads reordered. Elementwise ops may broadcast
+//      rank-4 operands against each other (squeeze-excitation's Mul by [N,C,1,1]), and
+//      ReduceSum and ReduceMean with keepdims=1 (that Mul's gradient) remap their axes; Slice
+//      and SliceBwd permute their bounds; ReduceSum and ReduceMean with keepdims=0 too where the
+//      kept dims keep their order (C reduced, or H and W); a Reshape between [N, C, 1, 1] and
+//      [N, C] (the Flatten after global pooling, and back) is the same bytes in either layout;
+//      and the channel shuffle (Reshape to [N, g, C/g, H, W],
+//      Transpose of the two channel dims, Reshape back: ShuffleNet's, forward and backward)
+//      becomes a Reshape of [N, H, W, C] to [N, H, W, g, C/g] (a view), a Transpose of the last
+//      two dims and a Reshape back, eligible only as the whole chain.
 //   2. Regions: eligible nodes joined by the rank-4 values one produces and the other reads. A
 //      region goes channels-last when it holds a convolution with multiples of 8 channels on
 //      both sides of its filter (what the tensor-core kernels take); the rest stays as it is, so
@@ -23,7 +32,8 @@
 //      [K, R, S, C]; the image, a Transpose after its cast); a rank-4 result read outside the
 //      region, or leaving the graph, gets one Transpose back, which takes over the old value's
 //      name and role (the weight gradients the optimizer reads, checkpoints and bindings are
-//      unchanged).
+//      unchanged). Each Transpose is named for what forced it ("layout/to-nchw for Reshape
+//      /x/Reshape", "layout/to-nhwc after Gemm ..."), and `hgpc plan` counts them by that op.
 //
 // The rewrite changes where each element lives, not what is computed: every op computes the same
 // values (BatchNorm's and the convolutions' sums may add in another order on the GPU). It runs
@@ -34,6 +44,7 @@
 #include "passes/Pass.h"
 #include "runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -65,16 +76,78 @@ bool isTensorCoreConvolution(const Node* n) {
 }
 
 /// How a chosen node changes.
-enum class Form { None, Attribute, Agnostic, ChannelAxis, BiasGradient, Padding };
+enum class Form {
+  None, Attribute, Agnostic, ChannelAxis, BiasGradient, Padding, ReduceAxes, SliceAxes,
+  ChannelSplit, ChannelShuffle, ChannelMerge, SpatialOnes
+};
+
+/// A Reshape of [N, C, H, W] into [N, a, b, H, W] (a * b = C): the first step of a channel
+/// shuffle (ShuffleNet's view + transpose + view), channels-last a Reshape of [N, H, W, C] into
+/// [N, H, W, a, b], which the memory plan makes a view.
+bool splitsChannels(const Node* n) {
+  if (n->op() != OpKind::Reshape || n->input(0)->rank() != 4 || n->output(0)->rank() != 5)
+    return false;
+  const Shape &x = n->input(0)->shape(), &y = n->output(0)->shape();
+  return y[0] == x[0] && y[1] * y[2] == x[1] && y[3] == x[2] && y[4] == x[3];
+}
+
+/// The Transpose of the channel shuffle: [N, a, b, H, W] -> [N, b, a, H, W].
+bool swapsChannelGroups(const Node* n) {
+  return n->op() == OpKind::Transpose && n->input(0)->rank() == 5 &&
+         n->attrs().getInts("perm") == std::vector<int64_t>{0, 2, 1, 3, 4};
+}
+
+/// A Reshape of [N, a, b, H, W] back into [N, a * b, H, W].
+bool mergesChannels(const Node* n) {
+  if (n->op() != OpKind::Reshape || n->input(0)->rank() != 5 || n->output(0)->rank() != 4)
+    return false;
+  const Shape &x = n->input(0)->shape(), &y = n->output(0)->shape();
+  return y[0] == x[0] && y[1] == x[1] * x[2] && y[2] == x[3] && y[3] == x[4];
+}
+
+/// A Reshape between [N, C, 1, 1] and [N, C] (a Flatten after global pooling, or the gradient's
+/// way back): the same bytes in either layout, channels-last [N, 1, 1, C].
+bool spatialOnes(const Node* n) {
+  const Shape &x = n->input(0)->shape(), &y = n->output(0)->shape();
+  const Shape& four = x.size() == 4 ? x : y;
+  const Shape& two = x.size() == 4 ? y : x;
+  return four.size() == 4 && two.size() == 2 && four[2] == 1 && four[3] == 1 &&
+         four[0] == two[0] && four[1] == two[1];
+}
+
+/// Whether every reader of every result of `n` passes `test`.
+bool allReaders(const Node* n, bool (*test)(const Node*)) {
+  for (const Value* v : n->outputs())
+    for (const Node* u : v->users())
+      if (!test(u)) return false;
+  return true;
+}
+
+/// The three steps of a channel shuffle, each eligible only as a whole chain: a split whose
+/// every reader is the swap, whose every reader merges back.
+bool shuffleSplit(const Node* n) {
+  return splitsChannels(n) && !n->output(0)->users().empty() &&
+         allReaders(n, [](const Node* t) {
+           return swapsChannelGroups(t) && !t->output(0)->users().empty() &&
+                  allReaders(t, mergesChannels);
+         });
+}
+bool shuffleSwap(const Node* n) {
+  return swapsChannelGroups(n) && n->input(0)->producer() && shuffleSplit(n->input(0)->producer());
+}
+bool shuffleMerge(const Node* n) {
+  return mergesChannels(n) && n->input(0)->producer() && shuffleSwap(n->input(0)->producer());
+}
 
 Form formOf(const Node* n) {
   if (n->numInputs() == 0 || n->numOutputs() == 0) return Form::None;
   if (acceptsLayout(n->op())) return n->input(0)->rank() == 4 ? Form::Attribute : Form::None;
   if (isElementwise(n->op())) {
-    const Shape& y = n->output(0)->shape();
-    if (y.size() != 4) return Form::None;
+    // Rank-4 operands may broadcast against each other (a squeeze-excitation's Mul of [N,C,H,W]
+    // by [N,C,1,1]): permuted alike, they broadcast alike. Lower ranks would align with other dims.
+    if (n->output(0)->rank() != 4) return Form::None;
     for (const Value* v : n->inputs())
-      if (v->rank() != 0 && v->shape() != y) return Form::None;
+      if (v->rank() != 0 && v->rank() != 4) return Form::None;
     return Form::Agnostic;
   }
   if (n->op() == OpKind::Concat || n->op() == OpKind::Split) {
@@ -85,6 +158,11 @@ Form formOf(const Node* n) {
     int64_t axis = n->attrs().getInt("axis", 0);
     return axis == 1 || axis == -3 ? Form::ChannelAxis : Form::None;
   }
+  if (shuffleSplit(n)) return Form::ChannelSplit;
+  if (shuffleSwap(n)) return Form::ChannelShuffle;
+  if (shuffleMerge(n)) return Form::ChannelMerge;
+  if (n->op() == OpKind::Slice && n->input(0)->rank() == 4) return Form::SliceAxes;
+  if (n->op() == OpKind::SliceBwd && n->output(0)->rank() == 4) return Form::SliceAxes;
   if ((n->op() == OpKind::Pad || n->op() == OpKind::PadBwd) && n->input(0)->rank() == 4 &&
       n->attrs().getInts("pads").size() == 8)
     return Form::Padding;
@@ -92,6 +170,15 @@ Form formOf(const Node* n) {
       n->attrs().getInt("keepdims", 1) == 0 &&
       n->attrs().getInts("axes") == std::vector<int64_t>{0, 2, 3})
     return Form::BiasGradient;
+  if ((n->op() == OpKind::ReduceSum || n->op() == OpKind::ReduceMean) && n->input(0)->rank() == 4) {
+    // With keepdims=0 the result is the same in both layouts when the dims it keeps come in
+    // the same order: C reduced, or H and W both (a Mul's broadcast gradient, [N,C]).
+    std::vector<int64_t> axes = n->attrs().getInts("axes");
+    auto reduced = [&](int64_t d) { return std::find(axes.begin(), axes.end(), d) != axes.end(); };
+    if (n->attrs().getInt("keepdims", 1) != 0 || reduced(1) || (reduced(2) && reduced(3)))
+      return Form::ReduceAxes;
+  }
+  if (n->op() == OpKind::Reshape && spatialOnes(n)) return Form::SpatialOnes;
   return Form::None;
 }
 
@@ -117,11 +204,12 @@ private:
 
   void chooseRegions() {
     std::vector<Node*> eligible;
+    // Forms are decided on the graph as it is: the rewrite changes the shapes they look at.
     for (Node* n : g_.nodes())
-      if (formOf(n) != Form::None) eligible.push_back(n), parent_[n] = n;
+      if (Form f = formOf(n); f != Form::None) eligible.push_back(n), parent_[n] = n, forms_[n] = f;
     for (Node* n : eligible)
       for (const Value* v : n->inputs())
-        if (v->rank() == 4 && v->producer() && parent_.count(v->producer()))
+        if ((v->rank() == 4 || v->rank() == 5) && v->producer() && parent_.count(v->producer()))
           parent_[find(n)] = find(v->producer());
     std::set<Node*> withConv;
     for (Node* n : eligible)
@@ -141,16 +229,19 @@ private:
     return t->output(0);
   }
 
-  /// The channels-last form of a rank-4 value from outside the regions, made once.
+  /// The channels-last form of a rank-4 value from outside the regions, made once. Its name
+  /// says what forced it: the op that produced the value in NCHW, or the graph value it is.
   Expected<Value*> toLast(Value* v) {
     auto it = last_.find(v);
     if (it != last_.end()) return it->second;
-    HGP_ASSIGN_OR_RETURN(Value * t, transpose(v, {0, 2, 3, 1}, "layout/to-nhwc"));
+    std::string cause = v->producer() ? v->producer()->opName() + std::string(" ") + v->producer()->name()
+                                      : std::string(roleName(v->role())) + " " + v->name();
+    HGP_ASSIGN_OR_RETURN(Value * t, transpose(v, {0, 2, 3, 1}, "layout/to-nhwc after " + cause));
     return last_[v] = t;
   }
 
   Status rewrite(Node* n) {
-    Form form = formOf(n);
+    Form form = forms_.at(n);
     std::vector<Value*> inputs;
     g_.setInsertionPoint(n);
     for (Value* v : n->inputs()) {
@@ -165,6 +256,22 @@ private:
     if (form == Form::Attribute) attrs.setString("layout", "nhwc");
     if (form == Form::ChannelAxis) attrs.setInt("axis", 3);
     if (form == Form::BiasGradient) attrs.setInts("axes", {0, 1, 2});
+    if (form == Form::SliceAxes) // per-dim bounds, permuted as the dims are
+      for (const char* name : {"starts", "ends", "steps", "x_shape"})
+        if (attrs.has(name)) attrs.setInts(name, channelsLastShape(attrs.getInts(name)));
+    if (form == Form::ChannelSplit || form == Form::ChannelMerge) {
+      Shape y = n->output(0)->shape(); // [N, a, b, H, W] or [N, C, H, W]
+      attrs.setInts("shape", y.size() == 5 ? Shape{y[0], y[3], y[4], y[1], y[2]} : channelsLastShape(y));
+    }
+    if (form == Form::ChannelShuffle) attrs.setInts("perm", {0, 1, 2, 4, 3});
+    if (form == Form::SpatialOnes && n->output(0)->rank() == 4)
+      attrs.setInts("shape", channelsLastShape(n->output(0)->shape()));
+    if (form == Form::ReduceAxes) { // N, C, H, W sit at 0, 3, 1, 2 channels-last
+      std::vector<int64_t> axes;
+      for (int64_t a : attrs.getInts("axes")) axes.push_back(a == 0 ? 0 : a == 1 ? 3 : a - 1);
+      std::sort(axes.begin(), axes.end());
+      attrs.setInts("axes", axes);
+    }
     if (form == Form::Padding) {
       std::vector<int64_t> p = attrs.getInts("pads");
       attrs.setInts("pads", {p[0], p[2], p[3], p[1], p[4], p[6], p[7], p[5]});
@@ -183,12 +290,16 @@ private:
       channelsLast_.insert(r);
       // Readers inside the regions take the channels-last result; the rest, and graph
       // outputs and carries, a Transpose back.
+      // The conversion's name says what forced it: the first NCHW-only reader, or the graph's
+      // interface (an output, a carry).
       Value* back = nullptr;
       std::vector<Node*> readers(old->users().begin(), old->users().end());
-      bool outside = escapesGraph(g_, old);
-      for (Node* u : readers) outside |= !chosen_.count(u);
-      if (outside) {
-        HGP_ASSIGN_OR_RETURN(back, transpose(r, {0, 3, 1, 2}, "layout/to-nchw"));
+      std::string cause;
+      for (Node* u : readers)
+        if (!chosen_.count(u) && cause.empty()) cause = u->opName() + std::string(" ") + u->name();
+      if (cause.empty() && escapesGraph(g_, old)) cause = "output " + old->name();
+      if (!cause.empty()) {
+        HGP_ASSIGN_OR_RETURN(back, transpose(r, {0, 3, 1, 2}, "layout/to-nchw for " + cause));
       }
       for (Node* u : readers)
         for (size_t j = 0; j < u->numInputs(); ++j)
@@ -203,6 +314,7 @@ private:
   PassContext& ctx_;
   std::map<Node*, Node*> parent_;
   std::set<Node*> chosen_;
+  std::map<Node*, Form> forms_;
   std::set<const Value*> channelsLast_;
   std::map<Value*, Value*> last_;
   int64_t transposes_ = 0;

@@ -72,6 +72,49 @@ torch.onnx.export(m, torch.zeros(2, 1, 28, 28), sys.argv[1], opset_version=17,
 """
 
 
+# Issue 19's layout propagation: a squeeze-excitation block (global pool, two 1x1 convolutions
+# with biases, Sigmoid, the broadcasting Mul, and in the backward the Mul's ReduceSum over H, W)
+# and a ShuffleNet-v2 unit (chunk = two Slices, a depthwise convolution, Concat, the channel
+# shuffle's Reshape + Transpose + Reshape), which all run channels-last.
+SE_SHUFFLE_NET = """
+import sys
+import torch
+import torch.nn as nn
+
+class SE(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.f = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, 8, 1), nn.ReLU(),
+                               nn.Conv2d(8, c, 1), nn.Sigmoid())
+    def forward(self, x):
+        return x * self.f(x)
+
+class Unit(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c // 2
+        self.branch = nn.Sequential(
+            nn.Conv2d(h, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU(),
+            nn.Conv2d(h, h, 3, 1, 1, groups=h, bias=False), nn.BatchNorm2d(h),
+            nn.Conv2d(h, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU())
+    def forward(self, x):
+        x1, x2 = x.chunk(2, dim=1)
+        y = torch.cat((x1, self.branch(x2)), 1)
+        b, c, hh, w = y.size()
+        y = y.view(b, 2, c // 2, hh, w).transpose(1, 2).contiguous()
+        return y.view(b, -1, hh, w)
+
+torch.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                  nn.Conv2d(16, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), SE(16),
+                  Unit(16), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).train()
+torch.onnx.export(m, torch.zeros(2, 1, 28, 28), sys.argv[1], opset_version=17,
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  input_names=["input"], output_names=["logits"],
+                  dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+"""
+
+
 class LayoutTest(HgpcTestCase):
     data = test_slicing.SlicingTest.data
 
@@ -93,24 +136,31 @@ class LayoutTest(HgpcTestCase):
         return self.train_three_steps(exe, name, self.data(12), RUN)
 
     def check(self, precision):
+        self.check_plan(precision)
+        self.check_training(precision)
+
+    def check_plan(self, precision):
         plain_plan = self.plan(precision, "nchw")
         self.assertIn("layout: nchw\n", plain_plan)
         self.assertNotIn('layout="nhwc"', plain_plan)
         nhwc_plan = self.plan(precision, "nhwc")
         # Train program (unsliced): 6 convolutions x 3 phases but the stem's data gradient (its
         # input is the image) = 17, 4 BatchNorms x 2, max pool, average pool and global pool x 2:
-        # 31 steps channels-last. Conversions: the image, the 6 filters and their 6 gradients,
-        # the global pool's result and its gradient: 15. The Concat, the Split of its gradient,
-        # the Pad and PadBwd around the average pool and the bias gradients' ReduceSums stay
-        # inside the channels-last region. The filters' and their gradients' Transposes fold
-        # into the two CastGroups (fuse-casts; in fp32 groups of their own), leaving 3
-        # conversions; with --no-fuse all 15 stay.
+        # 31 steps channels-last. Conversions: the image, the 6 filters and their 6 gradients:
+        # 13. The Concat, the Split of its gradient, the Pad and PadBwd around the average pool,
+        # the bias gradients' ReduceSums and the head's Flatten (between [N,C,1,1] and [N,C],
+        # the same bytes in either layout) and its gradient stay inside the channels-last
+        # region. The filters' and their gradients' Transposes fold into the two CastGroups
+        # (fuse-casts; in fp32 groups of their own), leaving 1 conversion; with --no-fuse all
+        # 13 stay.
         summary = re.search(r"^layout: .*$", nhwc_plan, re.M).group(0)
-        self.assertTrue(summary.startswith("layout: nhwc, 31 steps channels-last, 3 conversions"),
+        self.assertTrue(summary.startswith("layout: nhwc, 31 steps channels-last, 1 conversions"),
                         summary)
         unfused = re.search(r"^layout: .*$", self.plan(precision, "nhwc", "--no-fuse"), re.M).group(0)
-        self.assertTrue(unfused.startswith("layout: nhwc, 31 steps channels-last, 15 conversions"),
+        self.assertTrue(unfused.startswith("layout: nhwc, 31 steps channels-last, 13 conversions"),
                         unfused)
+
+    def check_training(self, precision):
         nhwc_losses, nhwc_evals, nhwc = self.train(precision, "nhwc")
         plain_losses, plain_evals, plain = self.train(precision, "nchw")
         self.assertEqual(len(plain_losses), 3)
@@ -152,6 +202,31 @@ class LayoutTest(HgpcTestCase):
         code, _, err = run([HGPC, "plan", self.model(), "--batch", "4", "--layout", "nwhc"])
         self.assertEqual(code, 2, err)
         self.assertIn("--layout", err)
+
+
+class LayoutPropagationTest(LayoutTest):
+    """The same comparison on SE_SHUFFLE_NET: only the image (and the filters, folded into the
+    CastGroups) convert; the squeeze-excitation, the chunk, the Concat, the channel shuffle and
+    the head's Flatten stay channels-last, forward and backward."""
+
+    def model(self):
+        return self.exported(SE_SHUFFLE_NET, "se_shuffle_net.onnx")
+
+    def check_plan(self, precision):
+        nhwc_plan = self.plan(precision, "nhwc")
+        causes = re.search(r"^  conversions by the op that forced them:(.*)$", nhwc_plan, re.M)
+        self.assertIsNotNone(causes, nhwc_plan)
+        forced = dict((k, int(v)) for k, v in re.findall(r" (\S+ \S+) (\d+);", causes.group(1)))
+        self.assertEqual(sum(forced.values()), 1, forced)  # the image, or its Cast
+        self.assertTrue(set(forced) <= {"to-nhwc input", "to-nhwc Cast"}, forced)
+        code, text, err = run([HGPC, "compile", self.model(), "--batch", "4", *TRAIN,
+                               "--precision", precision, "--layout", "nhwc", "--emit", "plan"])
+        self.assertEqual(code, 0, err)
+        train = text[text.index("program train {"):text.index("program eval {")]
+        # The shuffle's Transpose, forward and backward, swaps the last two dims of
+        # [N, H, W, 2, 8]; its Reshapes are views.
+        self.assertEqual(train.count("perm=[0,1,2,4,3]"), 2, train)
+        self.assertNotIn("perm=[0,2,1,3,4]", train)
 
 
 if __name__ == "__main__":

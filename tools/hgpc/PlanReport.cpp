@@ -3,7 +3,9 @@
 #include "compiler/schedule/StreamSchedule.h"
 #include "runtime/plan/FusedProgram.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -171,11 +173,20 @@ void printLayout(const Plan& plan, const PlanProgram& program, const ProgramCost
                  std::ostream& os) {
   int last = 0, transposes = 0;
   double seconds = 0;
+  // What forced each conversion: the op its name gives (passes/LayoutNhwc.cpp), by direction.
+  std::map<std::string, int> causes;
   for (size_t i = 0; i < program.steps.size(); ++i) {
     const PlanStep& s = program.steps[i];
     last += s.attrs.getString("layout") == "nhwc";
-    if (s.op == OpKind::Transpose && s.loc.rfind("layout/", 0) == 0)
-      ++transposes, seconds += cost.steps[i].seconds;
+    if (s.op != OpKind::Transpose || s.loc.rfind("layout/", 0) != 0) continue;
+    ++transposes, seconds += cost.steps[i].seconds;
+    // "layout/to-nchw for OP NODE", "layout/to-nhwc after OP NODE"
+    std::vector<std::string> words;
+    for (size_t b = 0, e; b < s.loc.size(); b = e + 1) {
+      e = std::min(s.loc.find(' ', b), s.loc.size());
+      words.push_back(s.loc.substr(b, e - b));
+    }
+    ++causes[words[0].substr(7) + " " + (words.size() > 2 ? words[2] : "?")];
   }
   os << format("layout: %s", plan.meta.getString("layout", "nchw").c_str());
   if (last || transposes)
@@ -184,6 +195,11 @@ void printLayout(const Plan& plan, const PlanProgram& program, const ProgramCost
   else if (plan.meta.getString("layout") == "nhwc")
     os << ", but no step: no convolution has multiples of 8 channels on both sides";
   os << "\n";
+  if (!causes.empty()) {
+    os << "  conversions by the op that forced them:";
+    for (const auto& [what, n] : causes) os << format(" %s %d;", what.c_str(), n);
+    os << "\n";
+  }
 }
 
 void printPlanReport(const Plan& plan, const Target& target, Precision precision,
