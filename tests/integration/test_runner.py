@@ -91,8 +91,8 @@ class RunnerTest(HgpcTestCase):
                                 "interrupted after %d steps and resumed: the weights differ" % done)
 
     def test_checkpoint_every_bounds_what_a_kill_loses(self):
-        """--checkpoint-every 4 and a SIGKILL: the checkpoint left is at a multiple of 4 steps
-        and continues to the uninterrupted weights; without --checkpoint-dir it is refused."""
+        """--checkpoint-every 4 and a SIGKILL: the checkpoint left is at a multiple of 4 steps (or
+        an epoch's end) and continues to the uninterrupted weights; without --checkpoint-dir it is refused."""
         import signal
         import subprocess
         import time
@@ -114,7 +114,9 @@ class RunnerTest(HgpcTestCase):
         p.wait()
         with open(os.path.join(ckpt, "checkpoint.hgpc"), "rb") as f:
             step = struct.unpack("<q", f.read(48)[40:48])[0]
-        self.assertEqual(step % 4, 0)
+        # 40 samples in batches of 8 are 5 steps an epoch, and --checkpoint-dir also writes a
+        # checkpoint at each epoch's end: a kill after step 10 (slow under load) leaves step 10.
+        self.assertTrue(step % 4 == 0 or step % 5 == 0, step)
         self.assertGreaterEqual(step, 8)
         code, _, err = run([exe, "--data", data, "--steps", str(40 - step), "--resume",
                             os.path.join(ckpt, "checkpoint.hgpc"), "--save", self.path("b.onnx"),
