@@ -2,8 +2,9 @@
 //
 // Adds the i64 state `iter`, the number of training iterations run so far. It lives on the
 // device so that a replayed CUDA graph sees a new value every step without the host. Every
-// Dropout takes it as its second input: its mask is Philox keyed by (seed, site key) with the
-// counter (iter, element), reproducible and recomputable by its backward.
+// Dropout (and every Bernoulli, stochastic depth's mask) takes it as its second input: its mask is
+// Philox keyed by (seed, site key) with the counter (iter, element), reproducible and
+// recomputable by its backward.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "passes/Pass.h"
@@ -17,11 +18,12 @@ Status runAddStepCounter(Graph& g, PassContext& ctx) {
     HGP_ASSIGN_OR_RETURN(iter, g.addGraphValue(names::kIter, TensorRole::State, {DType::I64, {}}));
   }
   for (Node* n : std::vector<Node*>(g.nodes())) {
-    if (n->op() != OpKind::Dropout || n->numInputs() == 2) continue;
+    bool random = n->op() == OpKind::Dropout || n->op() == OpKind::Bernoulli;
+    if (!random || n->numInputs() == 2) continue;
     AttrMap a = n->attrs();
     a.setInt("seed", int64_t(ctx.train.seed));
     g.setInsertionPoint(n);
-    HGP_ASSIGN_OR_RETURN(Node * d, g.addNode(OpKind::Dropout, {n->input(0), iter}, a, n->name()));
+    HGP_ASSIGN_OR_RETURN(Node * d, g.addNode(n->op(), {n->input(0), iter}, a, n->name()));
     g.setInsertionPoint(nullptr);
     g.replaceAllUsesWith(n->output(0), d->output(0));
     HGP_TRY(g.eraseNode(n));

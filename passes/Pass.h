@@ -59,6 +59,10 @@ struct TrainOptions {
   /// empty: none); "f32" and "auto" (for now the same) keep the float input.
   std::string pixels = "auto";
   std::vector<double> pixelMean, pixelStd;
+  /// --freeze-bn: BatchNormalization nodes the model has in inference mode (training_mode=0)
+  /// keep their running statistics frozen (fine-tuning); by default they train in training mode,
+  /// as model.train() would (docs/training.md).
+  bool freezeBn = false;
 
   double effectiveWeightDecay() const {
     return weightDecay >= 0 ? weightDecay : optimizer == "adamw" ? 0.01 : 0.0;

@@ -4,7 +4,9 @@
 
 namespace hgp {
 
-std::vector<std::string> forwardPipeline() { return {"canonicalize", "symmetric-conv-pads"}; }
+std::vector<std::string> forwardPipeline() {
+  return {"canonicalize", "recognize-gelu", "symmetric-conv-pads"};
+}
 
 std::vector<std::string> trainPipeline() {
   return {"canonicalize",       "add-loss",           "add-step-counter",

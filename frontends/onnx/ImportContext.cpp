@@ -40,6 +40,13 @@ Status OnnxNode::fail(const std::string& msg) const {
 Expected<Value*> OnnxNode::input(size_t i) {
   if (!hasInput(i)) return fail("input " + std::to_string(i) + " is missing");
   const std::string& name = inputName(i);
+  if (ctx_.uniformDraws.count(name))
+    return fail("reads the draw of RandomUniformLike '" + name +
+                "', which hgpc supports only compared with a constant (Less or Greater: a "
+                "Bernoulli mask, as torch exports bernoulli_)");
+  if (ctx_.boolMasks.count(name) && opType() != "Cast")
+    return fail("reads the random mask '" + name +
+                "' as a bool tensor; hgpc supports random masks only cast to float");
   auto it = ctx_.values.find(name);
   if (it != ctx_.values.end()) return it->second;
   TensorDataPtr t;

@@ -50,6 +50,14 @@ struct ImportContext {
   std::set<Value*> carried;
   /// The next Dropout site's key.
   int64_t nextDropoutKey = 0;
+  /// RandomUniformLike results not imported yet: the draw becomes a Bernoulli mask when a Less
+  /// or Greater compares it with a constant (importers/RandomImporters.cpp). Name -> the node.
+  std::unordered_map<std::string, const onnx::NodeProto*> uniformDraws;
+  /// ONNX bool values that are f32 0/1 masks in the IR (a Bernoulli's result); only a Cast to
+  /// float (or bool) may read them.
+  std::set<std::string> boolMasks;
+  /// BatchNormalization nodes seen, by mode (OnnxModelInfo's counts).
+  int64_t trainingBatchNorms = 0, retrainedBatchNorms = 0, frozenBatchNorms = 0;
 };
 
 /// One ONNX node as an op importer sees it.

@@ -111,6 +111,34 @@ Expected<int64_t> checkModelHeader(const onnx::ModelProto& model) {
 }
 
 namespace {
+
+/// Counts the BatchNormalization modes into `info` and adds the two warnings about them: a
+/// PyTorch model with convolutions and no normalization at all may have had its BatchNorm folded
+/// into the convolutions by an eval-mode export; inference-mode BatchNorm trains in training mode.
+void noteBatchNormModes(const onnx::GraphProto& g, const ImportContext& ctx, OnnxModelInfo& info) {
+  info.trainingBatchNorms = ctx.trainingBatchNorms;
+  info.retrainedBatchNorms = ctx.retrainedBatchNorms;
+  info.frozenBatchNorms = ctx.frozenBatchNorms;
+  bool conv = false, norm = false;
+  for (const auto& node : g.node()) {
+    const std::string& op = node.op_type();
+    conv = conv || op == "Conv";
+    norm = norm || op == "BatchNormalization" || op == "LayerNormalization" ||
+           op == "InstanceNormalization" || op == "GroupNormalization";
+  }
+  if (ctx.pytorchProducer && conv && !norm)
+    info.warnings.push_back(
+        "the model has no BatchNormalization: if the PyTorch model has BatchNorm layers, an "
+        "eval-mode export folded them into the convolutions; export with "
+        "training=torch.onnx.TrainingMode.TRAINING to train it as designed (docs/training.md)");
+  if (ctx.retrainedBatchNorms)
+    info.warnings.push_back(
+        std::to_string(ctx.retrainedBatchNorms) +
+        " BatchNormalization nodes are in inference mode (training_mode=0); they train in "
+        "training mode with batch statistics, as model.train() would (--freeze-bn keeps their "
+        "statistics frozen)");
+}
+
 Expected<OnnxImportResult> importBytes(std::span<const uint8_t> bytes, const std::string& baseDir,
                                        const OnnxImportOptions& options) {
   onnx::ModelProto model;
@@ -128,6 +156,7 @@ Expected<OnnxImportResult> importBytes(std::span<const uint8_t> bytes, const std
   ctx.opset = opset;
   ctx.pytorchProducer = model.producer_name() == "pytorch";
   HGP_TRY(importGraph(ctx, model.graph(), baseDir, result.info));
+  noteBatchNormModes(model.graph(), ctx, result.info);
   return result;
 }
 } // namespace

@@ -31,6 +31,11 @@ struct OnnxImportOptions {
   /// passes the test's values for operands that hgpc needs at compile time, such as Reshape's
   /// shape or Slice's starts).
   std::map<std::string, std::shared_ptr<const TensorData>> constantInputs;
+  /// Whether inference-mode BatchNormalization nodes (training_mode=0, as an eval-mode or the
+  /// default export writes them) train in training mode, as `model.train()` would: batch
+  /// statistics, running statistics updated with the node's momentum. hgpc compile sets it
+  /// for training unless --freeze-bn asks to keep them frozen; forward-only imports keep them.
+  bool trainInferenceBatchNorm = false;
 };
 
 /// What the loader learned about the model besides the graph.
@@ -41,6 +46,14 @@ struct OnnxModelInfo {
   std::string graphName;
   /// The batch the graph was built with (dim 0 of the first data input).
   int64_t batch = 0;
+  /// BatchNormalization nodes by mode: in training mode as exported; in inference mode and
+  /// trained in training mode (OnnxImportOptions::trainInferenceBatchNorm); in inference mode
+  /// and kept so (frozen statistics).
+  int64_t trainingBatchNorms = 0, retrainedBatchNorms = 0, frozenBatchNorms = 0;
+  /// One-line notes for the user about how the model was read (an eval-mode export that may
+  /// have folded BatchNorm away, inference-mode BatchNorm trained in training mode); hgpc
+  /// prints each as "hgpc: warning: ...".
+  std::vector<std::string> warnings;
 };
 
 struct OnnxImportResult {

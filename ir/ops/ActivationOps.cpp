@@ -45,6 +45,22 @@ Status inferScale(InferContext& ctx) {
   return unary(ctx);
 }
 
+Status inferGelu(InferContext& ctx) {
+  std::string form = ctx.attrs.getString("approximate", "none");
+  if (form != "none" && form != "tanh")
+    return ctx.fail("Gelu approximate must be \"none\" or \"tanh\", not \"" + form + "\"");
+  return unary(ctx);
+}
+Status inferErf(InferContext& ctx) { return unary(ctx); }
+Status inferExp(InferContext& ctx) { return unary(ctx); }
+Status inferLog(InferContext& ctx) { return unary(ctx); }
+Status inferSqrt(InferContext& ctx) { return unary(ctx); }
+Status inferReciprocal(InferContext& ctx) { return unary(ctx); }
+Status inferGeluBwd(InferContext& ctx) {
+  HGP_TRY(inferGelu(ctx));
+  return unaryBwd(ctx);
+}
+
 Status inferReluBwd(InferContext& ctx) { return unaryBwd(ctx); }
 Status inferLeakyReluBwd(InferContext& ctx) { return unaryBwd(ctx); }
 Status inferClipBwd(InferContext& ctx) {

@@ -103,6 +103,49 @@ Status inferBnStatsGrad(InferContext& ctx) {
   return Status::ok();
 }
 
+namespace {
+
+/// LayerNorm's axis and the shapes it implies: scale's X.shape[axis:] and the statistics'
+/// X.shape[:axis] + ones.
+Status layerNormShapes(const InferContext& ctx, const TensorType& x, Shape& inner, Shape& stats) {
+  int64_t axis = ctx.attrs.getInt("axis", -1);
+  if (axis < 0 || axis >= x.rank())
+    return ctx.fail("LayerNorm axis " + std::to_string(axis) + " is not in [0, " +
+                    std::to_string(x.rank()) + ")");
+  if (!(ctx.attrs.getFloat("epsilon", 1e-5) > 0)) return ctx.fail("epsilon must be positive");
+  inner.assign(x.shape.begin() + axis, x.shape.end());
+  stats.assign(x.shape.begin(), x.shape.begin() + axis);
+  stats.resize(x.shape.size(), 1);
+  return Status::ok();
+}
+
+} // namespace
+
+Status inferLayerNorm(InferContext& ctx) {
+  HGP_TRY(requireF32(ctx, 0, "X"));
+  Shape inner, stats;
+  HGP_TRY(layerNormShapes(ctx, ctx.in(0), inner, stats));
+  for (size_t i = 1; i < ctx.numInputs(); ++i)
+    if (ctx.in(i) != TensorType{DType::F32, inner})
+      return ctx.fail(std::string(i == 1 ? "scale" : "bias") + " " + typeToString(ctx.in(i)) +
+                      " must be f32 " + shapeToString(inner) + ", X's normalized dims");
+  ctx.outputs = {ctx.in(0), {DType::F32, stats}, {DType::F32, stats}};
+  return Status::ok();
+}
+
+Status inferLayerNormBwd(InferContext& ctx) {
+  HGP_TRY(requireF32(ctx, 0, "dY"));
+  if (ctx.in(1) != ctx.in(0)) return ctx.fail("dY and X must have the same type");
+  Shape inner, stats;
+  HGP_TRY(layerNormShapes(ctx, ctx.in(1), inner, stats));
+  if (ctx.in(2) != TensorType{DType::F32, inner}) return ctx.fail("scale must have X's normalized dims");
+  for (size_t i = 3; i < 5; ++i)
+    if (ctx.in(i) != TensorType{DType::F32, stats})
+      return ctx.fail("mean and invstd must be f32 " + shapeToString(stats));
+  ctx.outputs = {ctx.in(1), ctx.in(2), ctx.in(2)};
+  return Status::ok();
+}
+
 Status inferLRN(InferContext& ctx) {
   HGP_TRY(requireFloat(ctx, 0, "input"));
   if (ctx.in(0).rank() < 3) return ctx.fail("LRN needs an input of rank 3 or more");

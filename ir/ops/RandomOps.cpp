@@ -32,4 +32,13 @@ Status inferDropoutBwd(InferContext& ctx) {
   return Status::ok();
 }
 
+Status inferBernoulli(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "X"));
+  double p = ctx.attrs.getFloat("p", -1);
+  if (!(p >= 0 && p <= 1)) return ctx.fail("Bernoulli p must be in [0, 1]");
+  if (ctx.numInputs() == 2) HGP_TRY(checkIter(ctx, 1));
+  ctx.outputs = {ctx.in(0)};
+  return Status::ok();
+}
+
 } // namespace hgp

@@ -67,4 +67,22 @@ Status gradLRN(GradContext& ctx) {
   return Status::ok();
 }
 
+// LayerNorm: one LayerNormBwd from the saved row statistics. The gradients of the mean and
+// invstd results (which models read only to print) are not supported.
+Status gradLayerNorm(GradContext& ctx) {
+  if (ctx.outGrad(1) || ctx.outGrad(2))
+    return Status(ErrorCode::InvalidModel, "LayerNorm '" + ctx.node().name() +
+                                               "': the loss depends on its Mean or InvStdDev "
+                                               "output, whose gradient is not supported");
+  if (!ctx.outGrad(0)) return Status::ok();
+  HGP_ASSIGN_OR_RETURN(auto g, ctx.emit(OpKind::LayerNormBwd,
+                                        {ctx.outGrad(0), ctx.in(0), ctx.in(1), ctx.out(1),
+                                         ctx.out(2)},
+                                        ctx.attrs()));
+  ctx.setInputGrad(0, g[0]);
+  ctx.setInputGrad(1, g[1]);
+  if (ctx.node().numInputs() == 3) ctx.setInputGrad(2, g[2]);
+  return Status::ok();
+}
+
 } // namespace hgp

@@ -51,6 +51,17 @@ void clipBounds(const KernelArgs& a, float& lo, float& hi) {
   hi = a.attrs().has("max") ? float(a.attrs().getFloat("max")) : inf;
 }
 
+/// PyTorch's tanh form of GELU and its derivative (aten's GeluBackward with approximate=tanh).
+constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f; // sqrt(2/pi)
+float geluTanh(float x) {
+  return 0.5f * x * (1.f + std::tanh(kBeta * (x + kKappa * x * x * x)));
+}
+float geluTanhGrad(float x) {
+  float inner = kBeta * (x + kKappa * x * x * x), t = std::tanh(inner);
+  float dinner = kBeta * (1.f + 3.f * kKappa * x * x);
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * dinner;
+}
+
 void hardSigmoidParams(const KernelArgs& a, float& alpha, float& beta) {
   alpha = float(a.attrs().getFloat("alpha", 0.2));
   beta = float(a.attrs().getFloat("beta", 0.5));
@@ -108,6 +119,43 @@ Status execScale(KernelArgs& a) {
   if (!a.attrs().has("alpha")) return a.fail("Scale needs attribute 'alpha'");
   float alpha = float(a.attrs().getFloat("alpha"));
   return unaryMap(a, [alpha](float x) { return alpha * x; });
+}
+
+Status execGelu(KernelArgs& a) {
+  if (a.attrs().getString("approximate", "none") == "tanh")
+    return unaryMap(a, [](float x) { return geluTanh(x); });
+  return unaryMap(a, [](float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); });
+}
+
+Status execErf(KernelArgs& a) {
+  return unaryMap(a, [](float x) { return std::erf(x); });
+}
+
+Status execExp(KernelArgs& a) {
+  return unaryMap(a, [](float x) { return std::exp(x); });
+}
+
+Status execLog(KernelArgs& a) {
+  return unaryMap(a, [](float x) { return std::log(x); });
+}
+
+Status execSqrt(KernelArgs& a) {
+  return unaryMap(a, [](float x) { return std::sqrt(x); });
+}
+
+Status execReciprocal(KernelArgs& a) {
+  return unaryMap(a, [](float x) { return 1.f / x; });
+}
+
+Status execGeluBwd(KernelArgs& a) {
+  if (a.attrs().getString("approximate", "none") == "tanh")
+    return gradMap(a, [](float dy, float x) { return dy * geluTanhGrad(x); });
+  // d/dx x Phi(x) = Phi(x) + x phi(x).
+  return gradMap(a, [](float dy, float x) {
+    float cdf = 0.5f * (1.f + std::erf(x * float(M_SQRT1_2)));
+    float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f; // 1 / sqrt(2 pi)
+    return dy * (cdf + x * pdf);
+  });
 }
 
 Status execReluBwd(KernelArgs& a) {

@@ -45,4 +45,27 @@ Status execDropoutBwd(KernelArgs& a) {
   return applyDropout(a, &a.in[1]);
 }
 
+Status execBernoulli(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 1, 2, 1, 1));
+  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
+  double p = a.attrs().getFloat("p", -1);
+  if (!(p >= 0 && p <= 1)) return a.fail("Bernoulli p must be in [0, 1]");
+  float* y = a.out[0].f32();
+  int64_t n = a.out[0].numel();
+  if (a.in.size() < 2) { // no counter: the expectation
+    for (int64_t i = 0; i < n; ++i) y[i] = float(p);
+    return Status::ok();
+  }
+  HGP_TRY(checkScalar(a, a.in[1], DType::I64, "iter"));
+  uint64_t seed = uint64_t(a.attrs().getInt("seed", 0)), key = uint64_t(a.attrs().getInt("key", 0));
+  uint64_t it = uint64_t(a.in[1].as<int64_t>()[0]);
+  float threshold = float(p);
+  parallelElementwise(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = dropoutUniform(seed, key, it, uint64_t(i)) < threshold ? 1.f : 0.f;
+  });
+  return Status::ok();
+}
+
 } // namespace hgp::cpu

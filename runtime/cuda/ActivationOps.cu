@@ -230,7 +230,77 @@ struct HardSwishBwdF {
   }
 };
 
+// GELU in both of torch.nn.GELU's forms, and its derivative (ActivationOps.cpp on the CPU).
+constexpr float kGeluBeta = 0.7978845608028654f, kGeluKappa = 0.044715f; // sqrt(2/pi)
+struct GeluF {
+  bool tanhForm;
+  __device__ float operator()(float x) const {
+    if (tanhForm) return 0.5f * x * (1.f + tanhf(kGeluBeta * (x + kGeluKappa * x * x * x)));
+    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  }
+};
+struct GeluBwdF {
+  bool tanhForm;
+  __device__ float operator()(float dy, float x) const {
+    if (tanhForm) {
+      float t = tanhf(kGeluBeta * (x + kGeluKappa * x * x * x));
+      float dinner = kGeluBeta * (1.f + 3.f * kGeluKappa * x * x);
+      return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * dinner);
+    }
+    float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    return dy * (cdf + x * pdf);
+  }
+};
+struct ErfF {
+  __device__ float operator()(float x) const { return erff(x); }
+};
+struct ExpF {
+  __device__ float operator()(float x) const { return expf(x); }
+};
+struct LogF {
+  __device__ float operator()(float x) const { return logf(x); }
+};
+struct SqrtF {
+  __device__ float operator()(float x) const { return sqrtf(x); }
+};
+struct ReciprocalF {
+  __device__ float operator()(float x) const { return 1.f / x; }
+};
+
+bool geluTanh(const CudaArgs& a) {
+  return a.attrs().getString("approximate", "none") == "tanh";
+}
+
 } // namespace
+
+Status execGelu(CudaArgs& a) {
+  return unaryMap(a, GeluF{geluTanh(a)});
+}
+
+Status execGeluBwd(CudaArgs& a) {
+  return gradMap(a, GeluBwdF{geluTanh(a)});
+}
+
+Status execErf(CudaArgs& a) {
+  return unaryMap(a, ErfF{});
+}
+
+Status execExp(CudaArgs& a) {
+  return unaryMap(a, ExpF{});
+}
+
+Status execLog(CudaArgs& a) {
+  return unaryMap(a, LogF{});
+}
+
+Status execSqrt(CudaArgs& a) {
+  return unaryMap(a, SqrtF{});
+}
+
+Status execReciprocal(CudaArgs& a) {
+  return unaryMap(a, ReciprocalF{});
+}
 
 Status execRelu(CudaArgs& a) {
   return unaryMap(a, ReluF{});

@@ -91,7 +91,45 @@ Status applyDropout(CudaArgs& a, const DeviceTensor* iter) {
   });
 }
 
+/// Bernoulli: element i is 1 when its uniform draw is < threshold (= float(p)), else 0.
+__global__ void bernoulliKernel(uint32_t key0, uint32_t key1, float threshold,
+                                const int64_t* iterPtr, float* y, int64_t n) {
+  uint64_t iter = uint64_t(*iterPtr);
+  HGP_GRID_LOOP(q, (n + 3) / 4) {
+    uint64_t index = uint64_t(q) * 4;
+    uint4 r = philox4x32(make_uint4(uint32_t(index >> 2), uint32_t(index >> 34), uint32_t(iter),
+                                    uint32_t(iter >> 32)),
+                         key0, key1);
+    uint32_t bits[4] = {r.x, r.y, r.z, r.w};
+    for (int k = 0; k < 4 && int64_t(index) + k < n; ++k)
+      y[index + k] = uniformOf(bits[k]) < threshold ? 1.f : 0.f;
+  }
+}
+
+__global__ void fillKernel(float v, float* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = v;
+}
+
 } // namespace
+
+Status execBernoulli(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 2, 1, 1));
+  HGP_TRY(checkDType(a, a.out[0], DType::F32, "result"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
+  double p = a.attrs().getFloat("p", -1);
+  if (!(p >= 0 && p <= 1)) return a.fail("Bernoulli p must be in [0, 1]");
+  int64_t n = a.out[0].numel();
+  if (a.in.size() < 2) { // no counter: the expectation
+    fillKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(float(p), a.out[0].f32(), n);
+    return checkLaunch(a, "fillKernel");
+  }
+  HGP_TRY(checkScalar(a, a.in[1], DType::I64, "iter"));
+  uint64_t seed = uint64_t(a.attrs().getInt("seed", 0)), key = uint64_t(a.attrs().getInt("key", 0));
+  uint64_t k = seed ^ (key * 0x9E3779B97F4A7C15ull);
+  bernoulliKernel<<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
+      uint32_t(k), uint32_t(k >> 32), float(p), a.in[1].as<int64_t>(), a.out[0].f32(), n);
+  return checkLaunch(a, "bernoulliKernel");
+}
 
 Status execDropout(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 2, 1, 1));

@@ -22,7 +22,9 @@
 # against measured; fails when the mean absolute error reaches 15%; about 5 minutes; EXPLORE_ARGS
 # passes more options, e.g. --batch 64,128) is not in the default list either, nor is layout
 # (tests/integration/test_layout.py on CUDA: channels-last against NCHW),
-# nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues).
+# nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues),
+# nor modern (EfficientNet and ConvNeXt exported there by both exporters, 3 steps on CUDA:
+# tests/gpu/modern_export.py).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
@@ -206,6 +208,14 @@ PY
     rc=$?; check $rc "zoo"
     note "zoo whole steps, CUDA and the CPU backend against PyTorch float64 (tests/parity/judge.py): exit $rc"
     grep '^{' "$OUT/zoo.log" | cut -c1-300 | tee -a "$summary"
+    ;;
+  modern)
+    # EfficientNet-B0/V2-S and ConvNeXt-Tiny exported here with this machine's torch, by both
+    # exporters, stochastic depth on: compile and train 3 steps on CUDA (tests/gpu/modern_export.py).
+    python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" > "$OUT/modern.log" 2>&1
+    rc=$?
+    note "modern families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
+    grep '^{' "$OUT/modern.log" | cut -c1-300 | tee -a "$summary"
     ;;
   zoo16)
     # Mixed precision (docs/precision.md): the same whole steps in bf16 and fp16. Not in the default

@@ -36,7 +36,8 @@ import judge  # noqa: E402
 import parity  # noqa: E402
 
 # AlexNet and VGG-11 need 224x224 inputs, which make their CPU side too slow for the device run.
-MODELS = ["lenet5", "resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121"]
+MODELS = ["lenet5", "resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121",
+          "efficientnet_b0", "convnext_reduced"]
 STEPS = 3
 
 

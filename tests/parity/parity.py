@@ -56,7 +56,20 @@ MODELS = {
     # Its auxiliary head needs 299x299 inputs (a 5x5 convolution after Mixed_6e); GoogLeNet covers
     # auxiliary outputs, so Inception v3 runs without it, at 107x107.
     "inception_v3": (lambda: tvm.inception_v3(num_classes=10, aux_logits=False, init_weights=True), (3, 139, 139), 4),
+    # The modern families, with stochastic depth off (torch 1.13 cannot export its training-mode
+    # bernoulli_; the mask's distribution is tested in CpuRandomTest and on the GPU machine's
+    # exports). EfficientNet-B0: SiLU, squeeze-excitation, depthwise convolutions. ConvNeXt at
+    # reduced width and depth (three stages of two blocks): channels-last LayerNorm between
+    # permutes, the erf form of GELU, layer scale; layer_scale 1 so that the blocks matter.
+    "efficientnet_b0": (lambda: tvm.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0), (3, 64, 64), 4),
+    "convnext_reduced": (lambda: convnext_reduced(), (3, 64, 64), 4),
 }
+
+
+def convnext_reduced():
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    setting = [CNBlockConfig(32, 64, 2), CNBlockConfig(64, 128, 2), CNBlockConfig(128, None, 2)]
+    return ConvNeXt(setting, stochastic_depth_prob=0.0, layer_scale=1.0, num_classes=10)
 
 OPTIMIZERS = {
     "sgd": (lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4),

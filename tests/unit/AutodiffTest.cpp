@@ -220,6 +220,41 @@ TEST(AutodiffTest, Activations) {
                    1e-3, 1e-2, -4, 4);
 }
 
+TEST(AutodiffTest, ModernActivations) {
+  AttrMap exact, tanhForm;
+  exact.setString("approximate", "none");
+  tanhForm.setString("approximate", "tanh");
+  for (const AttrMap& a : {exact, tanhForm})
+    checkGradients("gelu-" + a.getString("approximate"), {{DType::F32, {3, 4, 5}}},
+                   [&](Graph& g, const std::vector<Value*>& p) { return op1(g, OpKind::Gelu, {p[0]}, a); },
+                   1e-3, 1e-2, -4, 4);
+  for (OpKind op : {OpKind::Erf, OpKind::Exp})
+    checkGradients(opName(op), {{DType::F32, {3, 4, 5}}},
+                   [&](Graph& g, const std::vector<Value*>& p) { return op1(g, op, {p[0]}); },
+                   1e-3, 1e-2, -2, 2);
+  // Log, Sqrt and Reciprocal on positive inputs, away from their poles.
+  for (OpKind op : {OpKind::Log, OpKind::Sqrt, OpKind::Reciprocal})
+    checkGradients(opName(op), {{DType::F32, {3, 4, 5}}},
+                   [&](Graph& g, const std::vector<Value*>& p) { return op1(g, op, {p[0]}); },
+                   1e-3, 1e-2, 0.5, 3);
+}
+
+TEST(AutodiffTest, LayerNormOverTrailingDims) {
+  // ConvNeXt's channels-last LayerNorm (axis = last) and a LayerNorm over two dims.
+  for (int64_t axis : {3, 2}) {
+    Shape x{2, 3, 4, 5}, inner(x.begin() + axis, x.end());
+    checkGradients("layernorm-axis" + std::to_string(axis),
+                   {{DType::F32, x}, {DType::F32, inner}, {DType::F32, inner}},
+                   [&](Graph& g, const std::vector<Value*>& p) {
+                     AttrMap a;
+                     a.setInt("axis", axis);
+                     a.setFloat("epsilon", 1e-5);
+                     return op1(g, OpKind::LayerNorm, {p[0], p[1], p[2]}, a);
+                   },
+                   1e-3, 2e-2);
+  }
+}
+
 AttrMap poolAttrs(std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> pads, bool ceil) {
   AttrMap a;
   a.setInts("kernel_shape", k);

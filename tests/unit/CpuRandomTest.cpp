@@ -1,4 +1,4 @@
-// Tests of the CPU Dropout executors: the mask is a pure function of (seed, key, iter, index),
+// Tests of the CPU random executors, Dropout and Bernoulli. Dropout: the mask is a pure function of (seed, key, iter, index),
 // forward and backward agree, the keep fraction is 1 - ratio, kept values are scaled by
 // 1/(1-ratio), and without an iteration counter or with ratio 0 dropout is the identity.
 #include "CpuTestUtil.h"
@@ -88,6 +88,50 @@ TEST(CpuRandomTest, IdentityWithoutIterOrWithRatioZero) {
   EXPECT_EQ(run1(OpKind::Dropout, dropoutAttrs(0.5), {&x}, {100}).values(), x.values());
   EXPECT_EQ(run1(OpKind::Dropout, dropoutAttrs(0.0), {&x, &iter}, {100}).values(), x.values());
   EXPECT_EQ(run1(OpKind::DropoutBwd, dropoutAttrs(0.0), {&x, &iter}, {100}).values(), x.values());
+}
+
+AttrMap bernoulliAttrs(double p, int64_t key = 3) {
+  AttrMap a;
+  a.setFloat("p", p);
+  a.setInt("seed", 1234);
+  a.setInt("key", key);
+  return a;
+}
+
+// Stochastic depth, mode "row" (torchvision.ops.StochasticDepth): one draw per sample, kept rows
+// scaled by 1 / (1 - drop). Over many steps the dropped fraction is the drop probability, each
+// step draws a new mask, and the mask is dropoutUniform's.
+TEST(CpuRandomTest, BernoulliRowMaskDropsRowsAtTheRateAndRedrawsEachStep) {
+  const int64_t rows = 64, steps = 400;
+  const double survival = 0.8;
+  HostTensor like = tensor({rows, 1, 1, 1}, std::vector<float>(size_t(rows), 0.f));
+  int64_t dropped = 0, changed = 0;
+  std::vector<float> previous;
+  for (int64_t step = 0; step < steps; ++step) {
+    HostTensor iter = scalarI64(step);
+    HostTensor m = run1(OpKind::Bernoulli, bernoulliAttrs(survival), {&like, &iter}, like.shape);
+    std::vector<float> mask(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) {
+      ASSERT_TRUE(m[i] == 0.f || m[i] == 1.f);
+      ASSERT_EQ(m[i] == 1.f, dropoutUniform(1234, 3, uint64_t(step), uint64_t(i)) < float(survival));
+      dropped += m[i] == 0.f;
+      mask[size_t(i)] = m[i];
+    }
+    changed += !previous.empty() && previous != mask;
+    previous = mask;
+  }
+  double frac = double(dropped) / double(rows * steps);
+  // 25600 draws: the binomial standard deviation is 0.0025; allow 5 sigma.
+  EXPECT_NEAR(frac, 1 - survival, 0.0125);
+  EXPECT_GT(changed, steps * 9 / 10);
+  // Scaled by 1 / survival, the mask has mean 1: the block's expectation is kept.
+  EXPECT_NEAR((1 - frac) / survival, 1.0, 0.016);
+}
+
+TEST(CpuRandomTest, BernoulliWithoutCounterIsItsExpectation) {
+  HostTensor like = tensor({3, 2}, std::vector<float>(6, 5.f));
+  HostTensor m = run1(OpKind::Bernoulli, bernoulliAttrs(0.8), {&like}, like.shape);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m[i], 0.8f);
 }
 
 } // namespace

@@ -107,6 +107,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
 
   OnnxImportOptions io;
   io.batch = o.batch;
+  io.trainInferenceBatchNorm = o.training && !o.train.freezeBn;
   HGP_ASSIGN_OR_RETURN(OnnxImportResult imported, importOnnxFile(o.modelPath, io));
   c.info = imported.info;
   c.forward = std::move(imported.graph);

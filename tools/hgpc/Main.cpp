@@ -99,12 +99,18 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "their operand's bytes run no step; docs/plan-format.md, Views)");
 }
 
+/// The importer's one-line warnings (docs/training.md, "Inference exports"), on stderr.
+void printWarnings(const OnnxModelInfo& info) {
+  for (const std::string& w : info.warnings) std::fprintf(stderr, "hgpc: warning: %s\n", w.c_str());
+}
+
 int runPlan(CompileOptions& o, int maxStreams, const CostCalibration& cal, bool dot) {
   o.slicing.cal = cal;
   o.kernels = CompileOptions::Kernels::Off; // the report needs no machine code
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   const Target* target = &compiled->resolved.target;
+  printWarnings(compiled->info);
   const ProfileRecords* records = compiled->records ? &*compiled->records : nullptr;
   if (records && records->sms != target->sms)
     std::fprintf(stderr, "hgpc: note: the records were measured on %s (%d SMs), not on the target "
@@ -125,6 +131,7 @@ int runCompile(CompileOptions& o, const std::string& out, const std::string& emi
   auto compiled = compileModel(o);
   if (!compiled) return fail(compiled.status());
   Compilation& c = *compiled;
+  printWarnings(c.info);
   if (emit == "ir") std::cout << printGraph(*c.forward);
   else if (emit == "train-ir") {
     if (!c.train) return fail(Status(ErrorCode::Usage, "--emit train-ir needs a training compile"));

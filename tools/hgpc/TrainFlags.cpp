@@ -53,6 +53,9 @@ void addTrainingOptions(CLI::App* cmd, TrainOptions& t) {
       "--bucket-mb", [&t](double mb) { t.bucketBytes = int64_t(mb * (1 << 20)); },
       "gradient all-reduce bucket cap in MiB (default 25)");
   cmd->add_flag("--sync-bn", t.syncBn, "with --ranks: BatchNorm statistics over the global batch");
+  cmd->add_flag("--freeze-bn", t.freezeBn,
+                "keep inference-mode BatchNormalization (training_mode=0) frozen: no batch "
+                "statistics, no running-statistics update (fine-tuning)");
 }
 
 void addPrecisionOption(CLI::App* cmd, Precision& p, const std::string& help) {

@@ -29,6 +29,30 @@ Status importHardSwish(OnnxNode& n) {
   return unary(n, OpKind::HardSwish);
 }
 
+Status importGelu(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(std::string form, n.attrString("approximate", "none"));
+  if (form != "none" && form != "tanh")
+    return n.fail("approximate must be \"none\" or \"tanh\", not \"" + form + "\"");
+  AttrMap a;
+  a.setString("approximate", form);
+  return unary(n, OpKind::Gelu, a);
+}
+Status importErf(OnnxNode& n) {
+  return unary(n, OpKind::Erf);
+}
+Status importExp(OnnxNode& n) {
+  return unary(n, OpKind::Exp);
+}
+Status importLog(OnnxNode& n) {
+  return unary(n, OpKind::Log);
+}
+Status importSqrt(OnnxNode& n) {
+  return unary(n, OpKind::Sqrt);
+}
+Status importReciprocal(OnnxNode& n) {
+  return unary(n, OpKind::Reciprocal);
+}
+
 Status importNeg(OnnxNode& n) {
   if (TensorDataPtr k = n.known(0)) {
     HGP_ASSIGN_OR_RETURN(auto zt, makeTensor({k->type.dtype, {}}, "node '" + n.loc() + "'"));

@@ -1,5 +1,6 @@
 // Importers for constants, aliases, Dropout and the compile-time shape chain ops (Shape,
-// Gather, Cast, ConstantOfShape, Range). The shape chain ops only fold: their operands must be
+// Gather, Cast, ConstantOfShape, Range). Cast also takes a random mask (RandomImporters.cpp) to
+// float. The shape chain ops only fold: their operands must be
 // known at compile time, which they are whenever they compute shapes of statically shaped
 // tensors, as in PyTorch's view/flatten patterns and ShuffleNet's channel shuffle.
 #include "frontends/onnx/importers/Importers.h"
@@ -161,6 +162,14 @@ Status importCast(OnnxNode& n) {
   TensorDataPtr k = n.known(0);
   if (!k) {
     HGP_ASSIGN_OR_RETURN(Value * x, n.input(0));
+    if (n.ctx().boolMasks.count(n.inputName(0))) { // a random mask: f32 0/1 already
+      if (dst != DType::F32 && dst != DType::Bool)
+        return n.fail(std::string("a random mask can be cast to f32 or bool, not ") +
+                      dtypeName(dst));
+      n.setOutput(0, x);
+      if (dst == DType::Bool && n.hasOutput(0)) n.ctx().boolMasks.insert(n.outputName(0));
+      return Status::ok();
+    }
     if (x->dtype() == dst) {
       n.setOutput(0, x);
       return Status::ok();

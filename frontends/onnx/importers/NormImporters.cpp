@@ -1,6 +1,7 @@
 // Importers for normalization: BatchNormalization (inference and training mode, every opset
-// variant) and LRN.
+// variant), LayerNormalization and LRN.
 #include "frontends/onnx/importers/Importers.h"
+#include "ir/OpInfo.h"
 
 namespace hgp {
 
@@ -37,6 +38,10 @@ Status importBatchNormalization(OnnxNode& n) {
     return n.fail("the saved_var output (opset < 14) is not supported: its meaning is "
                   "unspecified");
   HGP_ASSIGN_OR_RETURN(bool training, bnTrainingMode(n));
+  if (training) ++n.ctx().trainingBatchNorms;
+  else if (n.ctx().options.trainInferenceBatchNorm) ++n.ctx().retrainedBatchNorms;
+  else ++n.ctx().frozenBatchNorms;
+  training = training || n.ctx().options.trainInferenceBatchNorm;
   std::vector<Value*> ins;
   for (size_t i = 0; i < 5; ++i) {
     HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
@@ -73,6 +78,41 @@ Status importBatchNormalization(OnnxNode& n) {
                     "' is updated by more than one BatchNormalization in training mode");
     n.graph().addCarry(state, upd->output(size_t(k)));
   }
+  return Status::ok();
+}
+
+Status importLayerNormalization(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(TensorType x, n.inputType(0));
+  HGP_ASSIGN_OR_RETURN(int64_t axis, n.attrInt("axis", -1));
+  HGP_ASSIGN_OR_RETURN(axis, normalizeAxisFor(n, axis, x.rank()));
+  HGP_ASSIGN_OR_RETURN(double epsilon, n.attrFloat("epsilon", 1e-5));
+  HGP_ASSIGN_OR_RETURN(int64_t stash, n.attrInt("stash_type", 1));
+  if (stash != 1) return n.fail("stash_type " + std::to_string(stash) + " is not supported (1: f32)");
+  if (!(epsilon > 0)) return n.fail("epsilon must be positive");
+  Shape inner(x.shape.begin() + axis, x.shape.end());
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < n.numInputs(); ++i) {
+    if (!n.hasInput(i)) continue;
+    HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
+    if (i > 0 && v->shape() != inner) {
+      // A broadcastable scale or bias (the spec allows it): expand it to the normalized dims.
+      auto b = broadcastShapes(v->shape(), inner);
+      if (!b || *b != inner)
+        return n.fail(std::string(i == 1 ? "Scale " : "B ") + shapeToString(v->shape()) +
+                      " does not broadcast to the normalized dims " + shapeToString(inner));
+      AttrMap e;
+      e.setInts("shape", inner);
+      HGP_ASSIGN_OR_RETURN(Node * ex, n.emit(OpKind::Expand, {v}, e));
+      v = ex->output(0);
+    }
+    ins.push_back(v);
+  }
+  if (ins.size() < 2) return n.fail("Scale is required");
+  AttrMap a;
+  a.setInt("axis", axis);
+  a.setFloat("epsilon", epsilon);
+  HGP_ASSIGN_OR_RETURN(Node * ln, n.emit(OpKind::LayerNorm, ins, a));
+  for (size_t i = 0; i < 3; ++i) n.setOutput(i, ln->output(i));
   return Status::ok();
 }
 

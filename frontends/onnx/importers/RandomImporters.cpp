@@ -1,0 +1,96 @@
+// Importers for random masks: torch's bernoulli_ as it exports it (stochastic depth's row mask,
+// torchvision.ops.StochasticDepth), and ONNX's Bernoulli.
+//
+// torch writes `noise.bernoulli_(p)` as
+//   RandomUniformLike(noise) -> Less(., p) -> Cast(to=float)
+// RandomUniformLike is not imported on its own: its draw waits (ImportContext::uniformDraws) for
+// the Less (or Greater) that compares it with a constant, which becomes one Bernoulli over the
+// draw's shape with P(1) = (p - low) / (high - low), keyed like a Dropout site so that every step
+// draws a new mask (docs/training.md, "Stochastic depth"). Its result stands for ONNX's bool
+// mask (ImportContext::boolMasks): a Cast to float takes it as it is, and nothing else may read
+// it. Comparisons of other tensors, RandomNormalLike, Where and Not are not supported.
+#include "frontends/onnx/importers/Importers.h"
+
+#include <algorithm>
+
+namespace hgp {
+
+namespace {
+
+/// Emits Bernoulli(like) with probability `p` and binds result 0 of `n` to it.
+Status emitBernoulli(OnnxNode& n, Value* like, double p, bool boolResult) {
+  if (like->dtype() != DType::F32)
+    return n.fail(std::string("random masks of ") + dtypeName(like->dtype()) +
+                  " tensors are not supported (f32 only)");
+  AttrMap a;
+  a.setFloat("p", std::clamp(p, 0.0, 1.0));
+  a.setInt("seed", 0);
+  a.setInt("key", n.ctx().nextDropoutKey++);
+  HGP_ASSIGN_OR_RETURN(Node * b, n.emit(OpKind::Bernoulli, {like}, a));
+  n.setOutput(0, b->output(0));
+  if (boolResult && n.hasOutput(0)) n.ctx().boolMasks.insert(n.outputName(0));
+  return Status::ok();
+}
+
+/// Less(draw, c) (less=true) or Greater(draw, c): the draw of a RandomUniformLike against a
+/// constant. `drawFirst` says which operand is the draw.
+Status compareDraw(OnnxNode& n, bool less) {
+  int drawIndex = -1;
+  for (int i = 0; i < 2; ++i)
+    if (n.hasInput(size_t(i)) && n.ctx().uniformDraws.count(n.inputName(size_t(i))))
+      drawIndex = i;
+  if (drawIndex < 0)
+    return n.fail("comparisons are supported only between a RandomUniformLike draw and a "
+                  "constant (torch's bernoulli_); this one compares other tensors");
+  const onnx::NodeProto* draw = n.ctx().uniformDraws.at(n.inputName(size_t(drawIndex)));
+  HGP_ASSIGN_OR_RETURN(double c, n.staticScalar(size_t(1 - drawIndex), "the threshold"));
+  OnnxNode d(n.ctx(), *draw, draw->name().empty() ? n.loc() : draw->name());
+  HGP_ASSIGN_OR_RETURN(double low, d.attrFloat("low", 0.0));
+  HGP_ASSIGN_OR_RETURN(double high, d.attrFloat("high", 1.0));
+  if (!(high > low)) return d.fail("high must be greater than low");
+  HGP_ASSIGN_OR_RETURN(Value * like, d.input(0));
+  double below = (c - low) / (high - low); // P(draw < c)
+  // draw < c, or c > draw: P(1) = below; draw > c, or c < draw: 1 - below.
+  bool drawBelow = (drawIndex == 0) == less;
+  return emitBernoulli(n, like, drawBelow ? below : 1.0 - below, /*boolResult=*/true);
+}
+
+} // namespace
+
+Status importRandomUniformLike(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(int64_t dtype, n.attrInt("dtype", onnx::TensorProto::FLOAT));
+  if (dtype != onnx::TensorProto::FLOAT)
+    return n.fail("only float draws are supported (dtype " + std::to_string(dtype) + ")");
+  HGP_ASSIGN_OR_RETURN(TensorType like, n.inputType(0));
+  (void)like;
+  if (n.hasOutput(0)) n.ctx().uniformDraws[n.outputName(0)] = &n.proto();
+  return Status::ok();
+}
+
+Status importLess(OnnxNode& n) {
+  return compareDraw(n, /*less=*/true);
+}
+
+Status importGreater(OnnxNode& n) {
+  return compareDraw(n, /*less=*/false);
+}
+
+Status importBernoulli(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(TensorDataPtr probs, n.staticInput(0, "the probabilities"));
+  if (!isFloatDType(probs->type.dtype)) return n.fail("the probabilities must be floats");
+  int64_t count = probs->type.numElements();
+  if (count == 0) return n.fail("the probabilities are empty");
+  double p = readDouble(*probs, 0);
+  for (int64_t i = 1; i < count; ++i)
+    if (readDouble(*probs, i) != p)
+      return n.fail("only a Bernoulli with one probability for every element is supported");
+  if (!(p >= 0 && p <= 1)) return n.fail("the probability " + std::to_string(p) + " is not in [0, 1]");
+  HGP_ASSIGN_OR_RETURN(int64_t dtype, n.attrInt("dtype", onnx::TensorProto::FLOAT));
+  bool boolResult = dtype == onnx::TensorProto::BOOL;
+  if (!boolResult && dtype != onnx::TensorProto::FLOAT)
+    return n.fail("only float and bool results are supported (dtype " + std::to_string(dtype) + ")");
+  HGP_ASSIGN_OR_RETURN(Value * like, n.input(0));
+  return emitBernoulli(n, like, p, boolResult);
+}
+
+} // namespace hgp

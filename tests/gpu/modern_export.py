@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The modern CNN families as a 2026 user exports them, on the GPU machine (device_run.sh stage
+`modern`): EfficientNet-B0, EfficientNet-V2-S and ConvNeXt-Tiny with this machine's torch, each
+with stochastic depth on (torchvision's defaults), through both exporters:
+
+- `script`: the TorchScript exporter in training mode (`dynamo=False,
+  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False`, opset 18), which writes
+  stochastic depth as RandomUniformLike + Less + Cast;
+- `dynamo`: the default exporter (`torch.onnx.export(model, (x,), f)` on torch 2.9 and later),
+  with `training=TRAINING` where it accepts it, else on the model in train() mode.
+
+Each export is compiled with hgpc (`--batch 8`) and trained 3 steps on synthetic data on CUDA.
+One JSON line per model and exporter; hgpc's warnings (an inference-mode export) are reported.
+Exits 1 when any export that torch wrote fails to compile or train.
+
+    python3 tests/gpu/modern_export.py --hgpc $(command -v hgpc) [--models convnext_tiny]
+"""
+import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import torch
+import torchvision.models as tvm
+
+MODELS = ["efficientnet_b0", "efficientnet_v2_s", "convnext_tiny"]
+
+
+def export(model, x, path, exporter):
+    params = inspect.signature(torch.onnx.export).parameters
+    if exporter == "script":
+        kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  opset_version=18)
+        if "dynamo" in params:
+            kw["dynamo"] = False
+        torch.onnx.export(model, (x,), path, **kw)
+        return "training=TRAINING"
+    kw = {}
+    if "dynamo" in params:
+        kw["dynamo"] = True
+    try:
+        torch.onnx.export(model, (x,), path, training=torch.onnx.TrainingMode.TRAINING, **kw)
+        return "training=TRAINING"
+    except TypeError:
+        torch.onnx.export(model, (x,), path, **kw)
+        return "model.train(), no training flag"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hgpc", default="hgpc")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    failed = 0
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            for exporter in ("script", "dynamo"):
+                row = dict(model=name, exporter=exporter, torch=torch.__version__)
+                torch.manual_seed(0)
+                model = getattr(tvm, name)(num_classes=10).train()
+                path = os.path.join(work, "%s_%s.onnx" % (name, exporter))
+                try:
+                    row["export"] = export(model, torch.randn(2, 3, args.size, args.size), path,
+                                           exporter)
+                except Exception as e:  # noqa: BLE001 - the exporter's own failure is reported
+                    row["export_failed"] = str(e).splitlines()[0][:200]
+                    print(json.dumps(row), flush=True)
+                    continue
+                exe = os.path.join(work, "train")
+                p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", "8",
+                                    "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"],
+                                   capture_output=True, text=True)
+                row["warnings"] = [l for l in p.stderr.splitlines() if "warning" in l]
+                if p.returncode != 0:
+                    row["compile_failed"] = "exit %d: %s" % (p.returncode, p.stderr.strip()[-400:])
+                    failed += 1
+                    print(json.dumps(row), flush=True)
+                    continue
+                r = subprocess.run([exe, "--data", "synthetic:64", "--steps", str(args.steps),
+                                    "--device", "cuda", "--progress", "plain"],
+                                   capture_output=True, text=True)
+                row["train_exit"] = r.returncode
+                row["train_tail"] = (r.stdout + r.stderr).strip().splitlines()[-3:]
+                failed += r.returncode != 0
+                print(json.dumps(row), flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+// Unit tests for the importers of the modern CNN families' ops: LayerNormalization, Gelu, the
+// elementary functions, and stochastic depth's random mask (RandomUniformLike + Less + Cast, as
+// torch exports bernoulli_) becoming one Bernoulli.
+#include "frontends/onnx/OnnxImporter.h"
+#include "tests/frontend/OnnxModelBuilder.h"
+
+#include <gtest/gtest.h>
+
+namespace hgp {
+namespace {
+
+using test::countOps;
+using test::findOp;
+using test::importError;
+using test::importOk;
+using test::OnnxModelBuilder;
+using test::setFloat;
+using test::setInt;
+using test::setString;
+
+TEST(OnnxModernOpsTest, LayerNormalizationResolvesTheAxisAndKeepsItsStatistics) {
+  OnnxModelBuilder b;
+  b.input("x", {2, 3, 3, 8});
+  b.initializer("w", {8});
+  b.initializer("bias", {8});
+  auto& ln = b.node("LayerNormalization", {"x", "w", "bias"}, {"y", "mean", "invstd"}, "ln");
+  setFloat(ln, "epsilon", 1e-6f);
+  b.output("y");
+  b.output("mean");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  const Node* n = findOp(*g, OpKind::LayerNorm);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attrs().getInt("axis"), 3);
+  EXPECT_FLOAT_EQ(float(n->attrs().getFloat("epsilon")), 1e-6f);
+  EXPECT_EQ(g->outputs()[1]->shape(), (Shape{2, 3, 3, 1}));
+}
+
+TEST(OnnxModernOpsTest, LayerNormalizationScaleMustFitTheNormalizedDims) {
+  OnnxModelBuilder b;
+  b.input("x", {2, 8});
+  b.initializer("w", {3});
+  b.node("LayerNormalization", {"x", "w"}, {"y"}, "ln");
+  b.output("y");
+  std::string e = importError(b);
+  EXPECT_NE(e.find("node 'ln' (LayerNormalization)"), std::string::npos) << e;
+  EXPECT_NE(e.find("normalized dims"), std::string::npos) << e;
+}
+
+TEST(OnnxModernOpsTest, GeluKeepsItsForm) {
+  OnnxModelBuilder b(20, 9);
+  b.input("x", {4, 5});
+  setString(b.node("Gelu", {"x"}, {"y"}), "approximate", "tanh");
+  b.node("Erf", {"y"}, {"z"});
+  b.output("z");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(findOp(*g, OpKind::Gelu)->attrs().getString("approximate"), "tanh");
+  EXPECT_EQ(countOps(*g, OpKind::Erf), 1);
+}
+
+/// y = x + Conv(x) * (Cast(Less(RandomUniformLike(noise), 0.8)) / 0.8): torchvision's
+/// StochasticDepth(0.2, "row") as torch 2.x exports it in training mode.
+OnnxModelBuilder stochasticDepth(bool greater = false) {
+  OnnxModelBuilder b(17, 8, "pytorch");
+  b.input("x", {4, 3, 2, 2});
+  b.initializer("w", {3, 3, 1, 1});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.constantF32("noise", {4, 1, 1, 1}, {0, 0, 0, 0});
+  auto& r = b.node("RandomUniformLike", {"noise"}, {"r"});
+  setFloat(r, "high", 1.f);
+  setFloat(r, "low", 0.f);
+  setInt(r, "dtype", 1);
+  b.constantF32("p", {}, {0.8f});
+  if (greater)
+    b.node("Greater", {"p", "r"}, {"keep"});
+  else
+    b.node("Less", {"r", "p"}, {"keep"});
+  setInt(b.node("Cast", {"keep"}, {"mask"}), "to", 1);
+  b.node("Div", {"mask", "p"}, {"scaled"});
+  b.node("Mul", {"c", "scaled"}, {"block"});
+  b.node("Add", {"x", "block"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+TEST(OnnxModernOpsTest, StochasticDepthBecomesOneBernoulliRowMask) {
+  for (bool greater : {false, true}) {
+    auto g = importOk(stochasticDepth(greater));
+    ASSERT_TRUE(g);
+    const Node* m = findOp(*g, OpKind::Bernoulli);
+    ASSERT_TRUE(m) << greater;
+    EXPECT_FLOAT_EQ(float(m->attrs().getFloat("p")), 0.8f);
+    EXPECT_EQ(m->output(0)->shape(), (Shape{4, 1, 1, 1}));
+    EXPECT_EQ(m->output(0)->dtype(), DType::F32);
+    // The Cast is the identity on the 0/1 mask; the 1 / (1 - drop) scale stays a Div.
+    ASSERT_EQ(m->output(0)->users().size(), 1u);
+    EXPECT_EQ(m->output(0)->users()[0]->op(), OpKind::Div);
+  }
+}
+
+TEST(OnnxModernOpsTest, RandomMaskReadAsBoolIsRefusedClearly) {
+  OnnxModelBuilder b = stochasticDepth();
+  // Cast the mask to int64 instead of float.
+  for (auto& n : *b.graph().mutable_node())
+    if (n.op_type() == "Cast") n.mutable_attribute(0)->set_i(7);
+  std::string e = importError(b);
+  EXPECT_NE(e.find("a random mask can be cast to f32 or bool"), std::string::npos) << e;
+}
+
+TEST(OnnxModernOpsTest, ComparisonOfTensorsIsRefusedClearly) {
+  OnnxModelBuilder b;
+  b.input("a", {3});
+  b.input("b", {3});
+  b.node("Less", {"a", "b"}, {"y"}, "cmp");
+  b.output("y", 9);
+  std::string e = importError(b);
+  EXPECT_NE(e.find("node 'cmp' (Less)"), std::string::npos) << e;
+  EXPECT_NE(e.find("RandomUniformLike draw and a constant"), std::string::npos) << e;
+}
+
+} // namespace
+} // namespace hgp
