@@ -115,6 +115,15 @@ EXPECTED_FAILURES = {
         "every other tensor within it, and after 3 steps every tensor within 0.43: the pattern of "
         "a ReLU kink in Mixed_7c, which find_kinks cannot look for yet (torchvision's "
         "Inception-v3 calls F.relu)",
+    "efficientnet_b0 adamw b4 seed- steps3":
+        "AdamW's first step is lr x sign(g) per element, and one gradient element's sign is "
+        "rounding: features.6.0.block.0.0.weight[456, 93, 0, 0] (largest |g| in the tensor 1.99) "
+        "has g = +2.963e-6 in float64 and +2.641e-6 in PyTorch float32, while hgpc's first update "
+        "there is +9.93e-4 (a negative g of about 1.4e-6), so that tensor is 57.7x the allowance "
+        "after 1 step (one element of 75,264 flipped: 2/sqrt(75264) = 7.3e-3 relative L2, as "
+        "measured); features.5.1.block.3.0.weight [25, 78] and [30, 396] (g -8.8e-8 and -1.4e-6 "
+        "in float64) likewise, 6.7x. After 3 steps the worst tensor is 11.4x, the step-2 loss 4.0x. "
+        "The SGD case of the same model passes every bound",
     "squeezenet1_1 sgd b4 seed- steps3":
         "after 3 steps the biases of Fire 6-11 are up to 6.2x the allowance (features.11."
         "expand3x3.bias 6.3e-4 off float64, PyTorch float32 2.7e-7), every loss within 0.005: "
