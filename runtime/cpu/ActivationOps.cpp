@@ -124,7 +124,7 @@ Status execScale(KernelArgs& a) {
 Status execGelu(KernelArgs& a) {
   if (a.attrs().getString("approximate", "none") == "tanh")
     return unaryMap(a, [](float x) { return geluTanh(x); });
-  return unaryMap(a, [](float x) { return 0.5f * x * (1.f + std::erf(x * float(M_SQRT1_2))); });
+  return unaryMap(a, [](float x) { return 0.5f * x * std::erfc(-x * float(M_SQRT1_2)); });
 }
 
 Status execErf(KernelArgs& a) {
@@ -152,7 +152,7 @@ Status execGeluBwd(KernelArgs& a) {
     return gradMap(a, [](float dy, float x) { return dy * geluTanhGrad(x); });
   // d/dx x Phi(x) = Phi(x) + x phi(x).
   return gradMap(a, [](float dy, float x) {
-    float cdf = 0.5f * (1.f + std::erf(x * float(M_SQRT1_2)));
+    float cdf = 0.5f * std::erfc(-x * float(M_SQRT1_2)); // no cancellation for x < 0
     float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f; // 1 / sqrt(2 pi)
     return dy * (cdf + x * pdf);
   });

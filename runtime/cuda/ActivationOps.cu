@@ -230,13 +230,16 @@ struct HardSwishBwdF {
   }
 };
 
-// GELU in both of torch.nn.GELU's forms, and its derivative (ActivationOps.cpp on the CPU).
+// GELU in both of torch.nn.GELU's forms, and its derivative (ActivationOps.cpp on the CPU). The
+// normal CDF is 0.5 erfc(-x/sqrt 2), not 0.5 (1 + erf(x/sqrt 2)): for negative x the latter
+// cancels (at x = -3, 1 + erf is 0.0027 and an ulp of erf is 2e-5 of it), and CUDA's erff and
+// glibc's erff then differ by 5e-5 relative.
 constexpr float kGeluBeta = 0.7978845608028654f, kGeluKappa = 0.044715f; // sqrt(2/pi)
 struct GeluF {
   bool tanhForm;
   __device__ float operator()(float x) const {
     if (tanhForm) return 0.5f * x * (1.f + tanhf(kGeluBeta * (x + kGeluKappa * x * x * x)));
-    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    return 0.5f * x * erfcf(-x * 0.70710678118654752f);
   }
 };
 struct GeluBwdF {
@@ -247,7 +250,7 @@ struct GeluBwdF {
       float dinner = kGeluBeta * (1.f + 3.f * kGeluKappa * x * x);
       return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * dinner);
     }
-    float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
     float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
     return dy * (cdf + x * pdf);
   }

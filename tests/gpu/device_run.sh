@@ -213,7 +213,7 @@ PY
     # EfficientNet-B0/V2-S and ConvNeXt-Tiny exported here with this machine's torch, by both
     # exporters, stochastic depth on: compile and train 3 steps on CUDA (tests/gpu/modern_export.py).
     python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" > "$OUT/modern.log" 2>&1
-    rc=$?
+    rc=$?; check $rc "modern"
     note "modern families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
     grep '^{' "$OUT/modern.log" | cut -c1-300 | tee -a "$summary"
     ;;
