@@ -222,6 +222,9 @@ private:
         continue;
       }
       HGP_ASSIGN_OR_RETURN(TensorType t, inputType(vi));
+      if (first && vi.type().tensor_type().shape().dim_size() > 0 &&
+          vi.type().tensor_type().shape().dim(0).has_dim_value())
+        ctx_.exportBatch = vi.type().tensor_type().shape().dim(0).dim_value();
       HGP_ASSIGN_OR_RETURN(Value * v, ctx_.graph.addGraphValue(vi.name(), TensorRole::Input, t));
       ctx_.values[vi.name()] = v;
       if (first && t.rank() > 0) info_.batch = t.shape[0];

@@ -222,4 +222,13 @@ Expected<int64_t> checkedProduct(const OnnxNode& n, const Shape& dims) {
   return p;
 }
 
+bool followBatch(ImportContext& ctx, std::vector<int64_t>& shape, int64_t leadingDim) {
+  int64_t from = ctx.exportBatch, to = ctx.options.batch;
+  if (from <= 0 || to <= 0 || from == to || shape.empty() || shape[0] != from) return false;
+  if (leadingDim >= 0 ? leadingDim != to : shape.size() < 2) return false;
+  shape[0] = to;
+  ++ctx.rebatchedShapes;
+  return true;
+}
+
 } // namespace hgp

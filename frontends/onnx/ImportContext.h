@@ -58,6 +58,9 @@ struct ImportContext {
   std::set<std::string> boolMasks;
   /// BatchNormalization nodes seen, by mode (OnnxModelInfo's counts).
   int64_t trainingBatchNorms = 0, retrainedBatchNorms = 0, frozenBatchNorms = 0;
+  /// Dim 0 of the first data input as the file wrote it, when static (0 when symbolic), and how
+  /// many shape constants followBatch moved from it to --batch.
+  int64_t exportBatch = 0, rebatchedShapes = 0;
 };
 
 /// One ONNX node as an op importer sees it.
@@ -135,6 +138,15 @@ private:
 /// Axis `axis` normalized against `rank` (negative counts from the end), or the node's error.
 Expected<int64_t> normalizeAxisFor(const OnnxNode& n, int64_t axis, int64_t rank,
                                    const char* what = "axis");
+
+/// A static export (the dynamo exporter's, or any traced at a fixed batch) writes the batch it was
+/// traced at into shape constants: a Reshape's target such as ShuffleNet's channel shuffle
+/// [N, g, C/g, H, W], an Expand's, stochastic depth's noise shape [N, 1, 1, 1]. When --batch
+/// re-batches such a model, a shape whose dim 0 is the export's batch follows the new batch, if
+/// the tensor it reshapes starts with the new batch (`leadingDim`; -1 for a shape that makes a
+/// tensor of its own, as ConstantOfShape's, which must then have rank 2 or more). Returns
+/// whether it rewrote `shape`; the importer warns once with the count (OnnxImporter.cpp).
+bool followBatch(ImportContext& ctx, std::vector<int64_t>& shape, int64_t leadingDim);
 
 /// Multiplies dims with overflow and 2^40 checks; errors name the node.
 Expected<int64_t> checkedProduct(const OnnxNode& n, const Shape& dims);

@@ -157,6 +157,13 @@ Expected<OnnxImportResult> importBytes(std::span<const uint8_t> bytes, const std
   ctx.pytorchProducer = model.producer_name() == "pytorch";
   HGP_TRY(importGraph(ctx, model.graph(), baseDir, result.info));
   noteBatchNormModes(model.graph(), ctx, result.info);
+  if (ctx.rebatchedShapes)
+    result.info.warnings.push_back(
+        std::to_string(ctx.rebatchedShapes) + " shape constants of the static export start with "
+        "its batch " + std::to_string(ctx.exportBatch) + " and were moved to --batch " +
+        std::to_string(options.batch) + " (Reshape and Expand targets whose input has the new "
+        "batch, ConstantOfShape shapes such as stochastic depth's noise); export at the batch "
+        "you train at if one of them is not a batch dim");
   return result;
 }
 } // namespace

@@ -207,6 +207,7 @@ Status importCast(OnnxNode& n) {
 
 Status importConstantOfShape(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(auto shape, n.staticInts(0, "shape"));
+  followBatch(n.ctx(), shape, -1);
   for (int64_t d : shape)
     if (d < 0) return n.fail("shape " + shapeToString(shape) + " has a negative dim");
   HGP_ASSIGN_OR_RETURN(TensorDataPtr value, n.attrTensor("value"));

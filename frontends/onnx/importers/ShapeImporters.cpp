@@ -276,6 +276,7 @@ Status importFlatten(OnnxNode& n) {
 Status importReshape(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(TensorType xt, n.inputType(0));
   HGP_ASSIGN_OR_RETURN(auto shape, n.staticInts(1, "shape"));
+  if (xt.rank() > 0) followBatch(n.ctx(), shape, xt.shape[0]);
   HGP_ASSIGN_OR_RETURN(int64_t allowZero, n.attrInt("allowzero", 0));
   Shape out(shape.size());
   int64_t inferAt = -1, known = 1;
@@ -392,6 +393,7 @@ Status importUnsqueeze(OnnxNode& n) {
 Status importExpand(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(TensorType xt, n.inputType(0));
   HGP_ASSIGN_OR_RETURN(auto target, n.staticInts(1, "shape"));
+  if (xt.rank() > 0 && size_t(xt.rank()) == target.size()) followBatch(n.ctx(), target, xt.shape[0]);
   for (int64_t d : target)
     if (d < 0) return n.fail("shape " + shapeToString(target) + " has a negative dim");
   auto outShape = broadcastShapes(xt.shape, target);
