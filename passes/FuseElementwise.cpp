@@ -8,7 +8,7 @@
 // eval pipelines (after autodiff and the optimizer), so the node needs no gradient rule.
 //
 // What may join a group (docs/fusion.md):
-//  - an op of isFusibleElementwise whose operands and result all have the same shape, of rank
+//  - an op marked Fusible in OpList.def whose operands and result all have the same shape, of rank
 //    at least 1 and float dtype (no broadcasting), and whose result is not carried (the state
 //    updates stay visible as ops of their own); Dropout and DropoutBwd when their second operand
 //    is the i64 scalar iteration counter (it becomes an input of the fused node: the mask is
@@ -92,7 +92,7 @@ public:
 
 private:
   bool candidate(const Node* n) const {
-    if (!isFusibleElementwise(n->op()) || n->numOutputs() != 1) return false;
+    if (!opHas(n->op(), OpFlag::Fusible) || n->numOutputs() != 1) return false;
     const Value* y = n->output(0);
     if (y->rank() < 1 || !isFloat(y->dtype()) || carried_.count(y)) return false;
     if (n->numInputs() > size_t(kMaxInputs)) return false;

@@ -6,7 +6,7 @@
 // about 10. This pass stores the activations and gradients around the convolutions channels-last
 // (the convention of runtime/plan/Layout.h) and converts only at the edges (docs/layout.md):
 //
-//   1. Eligible nodes: the ops with a channels-last form (acceptsLayout: the 2-D convolution
+//   1. Eligible nodes: the ops with a channels-last form (ChannelsLast in OpList.def: the 2-D convolution
 //      phases, BatchNorm, pooling) on rank-4 data; elementwise ops whose rank-4 operands all
 //      have the result's shape (their other operands scalars), which work on either layout
 //      unchanged; Concat and Split along the channels (axis 1 becomes 3); a ReduceSum over
@@ -51,20 +51,6 @@
 namespace hgp {
 
 namespace {
-
-bool isElementwise(OpKind op) {
-  switch (op) {
-  case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clip: case OpKind::Sigmoid:
-  case OpKind::Tanh: case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Neg:
-  case OpKind::Scale: case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
-  case OpKind::SigmoidBwd: case OpKind::TanhBwd: case OpKind::HardSigmoidBwd:
-  case OpKind::HardSwishBwd: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
-  case OpKind::Div: case OpKind::Sum:
-    return true;
-  default:
-    return false;
-  }
-}
 
 /// A 2-D convolution phase whose filter [K, C/group, R, S] has multiples of 8 channels on both
 /// sides: the shapes cuDNN's channels-last tensor-core kernels take without padding.
@@ -141,8 +127,8 @@ bool shuffleMerge(const Node* n) {
 
 Form formOf(const Node* n) {
   if (n->numInputs() == 0 || n->numOutputs() == 0) return Form::None;
-  if (acceptsLayout(n->op())) return n->input(0)->rank() == 4 ? Form::Attribute : Form::None;
-  if (isElementwise(n->op())) {
+  if (opHas(n->op(), OpFlag::ChannelsLast)) return n->input(0)->rank() == 4 ? Form::Attribute : Form::None;
+  if (opHas(n->op(), OpFlag::LayoutFree)) {
     // Rank-4 operands may broadcast against each other (a squeeze-excitation's Mul of [N,C,H,W]
     // by [N,C,1,1]): permuted alike, they broadcast alike. Lower ranks would align with other dims.
     if (n->output(0)->rank() != 4) return Form::None;

@@ -36,21 +36,13 @@ bool isFloat(DType t) {
 /// The dtype operand `i` of `n` must have: float32 for the operands that stay float32 in every
 /// precision, `low` for the rest.
 DType operandDType(const Node& n, size_t i, DType low) {
-  switch (n.op()) {
-  case OpKind::BatchNorm:
-  case OpKind::BatchNormTrain:
-    return i == 0 ? low : DType::F32;
-  case OpKind::BatchNormBwd:
-    return i <= 1 ? low : DType::F32;
-  case OpKind::Cast:
-    return n.input(i)->dtype();
-  default:
-    break;
+  switch (opTraits(n.op()).precisionRule()) {
+  case PrecisionRule::Low: return low;
+  case PrecisionRule::F32: return DType::F32;
+  case PrecisionRule::LowFirst1: return i == 0 ? low : DType::F32;
+  case PrecisionRule::LowFirst2: return i <= 1 ? low : DType::F32;
+  case PrecisionRule::Keep: return n.input(i)->dtype();
   }
-  const char* family = opTraits(n.op()).family;
-  for (const char* f32Family : {"Loss", "Control", "Optim", "Collective"})
-    if (std::string_view(family) == f32Family) return DType::F32;
-  if (n.op() == OpKind::BnRunningUpdate || n.op() == OpKind::BnStatsGrad) return DType::F32;
   return low;
 }
 

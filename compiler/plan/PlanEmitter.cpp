@@ -136,7 +136,7 @@ private:
   /// reader of the state.
   Status checkInPlace(const Node* n, int output, int stateIndex, const std::map<const Value*, int>& index,
                       const std::map<const Node*, int>& position) {
-    int in = inplaceInputFor(n->op(), output);
+    int in = opTraits(n->op()).inPlaceInput(output);
     if (in < 0 || in >= int(n->numInputs()) || index.at(n->input(size_t(in))) != stateIndex)
       return internal(n->describe() + " produces a carried value but does not update '" +
                       out_.plan.tensors[size_t(stateIndex)].name + "' in place");

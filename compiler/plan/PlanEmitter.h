@@ -6,7 +6,7 @@
 // plan (compiler/analysis/MemoryPlan.h), views inside the value they alias, and a node whose
 // results are all views (or a Concat written in place) becomes no step. Each carry's result
 // takes its state's storage, which requires the producing op to update that state in place
-// (inplaceInputFor) after every other read of it.
+// (InPlace in OpList.def) after every other read of it.
 // A transient name that an earlier program already used is prefixed with "<program>/".
 #pragma once
 

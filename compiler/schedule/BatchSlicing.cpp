@@ -10,42 +10,6 @@ namespace hgp {
 
 namespace {
 
-/// Ops whose every operand is per sample.
-bool allPerSample(OpKind op) {
-  switch (op) {
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Clip:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::HardSigmoid:
-  case OpKind::HardSwish:
-  case OpKind::Neg:
-  case OpKind::Scale:
-  case OpKind::ReluBwd:
-  case OpKind::LeakyReluBwd:
-  case OpKind::ClipBwd:
-  case OpKind::SigmoidBwd:
-  case OpKind::TanhBwd:
-  case OpKind::HardSigmoidBwd:
-  case OpKind::HardSwishBwd:
-  case OpKind::MaxPool:
-  case OpKind::MaxPoolBwd:
-  case OpKind::AveragePool:
-  case OpKind::AveragePoolBwd:
-  case OpKind::GlobalAveragePool:
-  case OpKind::GlobalAveragePoolBwd:
-  case OpKind::LRN:
-  case OpKind::LRNBwd:
-  case OpKind::Reshape:
-  case OpKind::Cast:
-  case OpKind::FusedElementwise: // same-shape operands, unless it has a dropout (batchOperands)
-    return true;
-  default:
-    return false;
-  }
-}
-
 bool rowsOf(const PlanTensor& t, int64_t batch) {
   return !t.type.shape.empty() && t.type.shape[0] == batch && t.storage == StorageClass::Transient;
 }
@@ -251,15 +215,13 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
       if (!(b.out[i] = batched(s.outputs[i]))) return std::nullopt;
     return b;
   };
-  switch (s.op) {
-  case OpKind::Conv:
-  case OpKind::ConvTranspose:
-  case OpKind::ConvBwdData:
-  case OpKind::BatchNorm: // inference mode: per sample with constant statistics
+  // The op's BatchRule (OpList.def) says which operands may carry the batch.
+  switch (opTraits(s.op).batchRule()) {
+  case BatchRule::First: // weights whole; BatchNorm: inference mode, constant statistics
     if (s.inputs.empty() || !batched(s.inputs[0]) || !batched(s.outputs[0])) return std::nullopt;
     b.in[0] = b.out[0] = true;
     return b;
-  case OpKind::ConvBwdFilter:
+  case BatchRule::Accumulate:
     // Slices add into dW; a 16-bit dW (mixed precision) would round every partial sum to 8 or
     // 11 bits, which is more than reassociation, so it stays whole.
     if (tensor(s.outputs[0]).type.dtype != DType::F32) return std::nullopt;
@@ -267,11 +229,7 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
     b.in[0] = b.in[1] = true;
     b.accumulates = true;
     return b;
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Sum: {
+  case BatchRule::Broadcast: {
     if (!batched(s.outputs[0])) return std::nullopt;
     b.out[0] = true;
     size_t rank = tensor(s.outputs[0]).type.shape.size();
@@ -285,23 +243,19 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
     }
     return b;
   }
-  case OpKind::FusedElementwise:
+  case BatchRule::Fused:
     // A dropout inside draws its mask from each element's flat index in the whole tensor, which
     // a slice would renumber; its i64 counter input marks it (runtime/plan/FusedProgram.h).
     for (int t : s.inputs)
       if (tensor(t).type.dtype == DType::I64) return std::nullopt;
     return all();
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-  case OpKind::SoftmaxBwd:
-  case OpKind::LogSoftmaxBwd:
-  case OpKind::Concat:
-  case OpKind::Split:
+  case BatchRule::Axis:
     if (s.attrs.getInt("axis", 0) < 1) return std::nullopt;
     return all();
-  default:
-    return allPerSample(s.op) ? all() : std::nullopt;
+  case BatchRule::All: return all();
+  case BatchRule::None: return std::nullopt;
   }
+  return std::nullopt;
 }
 
 SliceResult sliceBatches(Plan& plan, const SliceOptions& options) {

@@ -23,7 +23,7 @@ using GradFn = Status (*)(GradContext&);
 #define HGP_GRAD_FN_Diff(Name) &grad##Name
 #define HGP_GRAD_FN_NoDiff(Name) nullptr
 constexpr GradFn kGradRules[] = {
-#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad) HGP_GRAD_FN_##Grad(Name),
+#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad, ...) HGP_GRAD_FN_##Grad(Name),
 #include "runtime/plan/OpList.def"
 };
 

@@ -58,7 +58,7 @@ private:
 
 #define HGP_GRAD_DECL_Diff(Name) Status grad##Name(GradContext& ctx);
 #define HGP_GRAD_DECL_NoDiff(Name)
-#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad) HGP_GRAD_DECL_##Grad(Name)
+#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad, ...) HGP_GRAD_DECL_##Grad(Name)
 #include "runtime/plan/OpList.def"
 #undef HGP_GRAD_DECL_Diff
 #undef HGP_GRAD_DECL_NoDiff

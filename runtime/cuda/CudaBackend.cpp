@@ -63,73 +63,12 @@ constexpr ExecFn kExec[] = {
 
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
-/// The ops whose CUDA executors take bf16/f16 tensors (mixed precision, docs/precision.md). A plan
-/// that gives a 16-bit tensor to any other op is refused at load, before anything runs.
-bool executesHalf(OpKind op) {
-  switch (op) {
-  case OpKind::Cast:
-  case OpKind::CastGroup:
-  case OpKind::ImageInput:
-  case OpKind::Conv:
-  case OpKind::ConvTranspose:
-  case OpKind::ConvBwdData:
-  case OpKind::ConvBwdFilter:
-  case OpKind::Gemm:
-  case OpKind::MatMul:
-  case OpKind::BatchNorm:
-  case OpKind::BatchNormTrain:
-  case OpKind::BatchNormBwd:
-  case OpKind::MaxPool:
-  case OpKind::MaxPoolBwd:
-  case OpKind::AveragePool:
-  case OpKind::AveragePoolBwd:
-  case OpKind::GlobalAveragePool:
-  case OpKind::GlobalAveragePoolBwd:
-  case OpKind::ReduceMean:
-  case OpKind::ReduceSum:
-  case OpKind::Dropout:
-  case OpKind::DropoutBwd:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Sum:
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Clip:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::HardSigmoid:
-  case OpKind::HardSwish:
-  case OpKind::Neg:
-  case OpKind::Scale:
-  case OpKind::ReluBwd:
-  case OpKind::LeakyReluBwd:
-  case OpKind::ClipBwd:
-  case OpKind::SigmoidBwd:
-  case OpKind::TanhBwd:
-  case OpKind::HardSigmoidBwd:
-  case OpKind::HardSwishBwd:
-  case OpKind::FusedElementwise: // generated kernels load and store every float dtype
-  // Pure data movement copies dtypeSize bytes per element.
-  case OpKind::Concat:
-  case OpKind::Split:
-  case OpKind::Slice:
-  case OpKind::Reshape:
-  case OpKind::Transpose:
-  case OpKind::Expand:
-  case OpKind::SliceBwd:
-  case OpKind::Pad:
-  case OpKind::PadBwd: return true;
-  default: return false;
-  }
-}
-
-/// Refuses a plan with a 16-bit tensor on an op whose CUDA executor is f32 only.
+/// Refuses a plan with a 16-bit tensor on an op whose CUDA executor is f32 only (an op without
+/// CudaHalf in OpList.def), before anything runs.
 Status checkHalfSupport(const Plan& plan) {
   for (const PlanProgram& p : plan.programs)
     for (const PlanStep& s : p.steps) {
-      if (executesHalf(s.op)) continue;
+      if (opHas(s.op, OpFlag::CudaHalf)) continue;
       std::vector<int> touched = s.inputs;
       touched.insert(touched.end(), s.outputs.begin(), s.outputs.end());
       for (int t : touched) {
@@ -146,7 +85,7 @@ Status checkHalfSupport(const Plan& plan) {
   return Status::ok();
 }
 
-bool isOptimizer(OpKind op) { return op == OpKind::SgdUpdate || op == OpKind::AdamUpdate; }
+bool isOptimizer(OpKind op) { return opHas(op, OpFlag::Optimizer); }
 
 /// Consecutive optimizer steps that can share one multi-tensor launch: same op, same attributes,
 /// same scalar operands (lr, ok, step, and the loss scale with grad_scale=1).

@@ -11,24 +11,9 @@ namespace hgp {
 
 namespace {
 
-/// Operand counts of the fusible ops (Sum: 1 or more, written as -1).
-int arity(OpKind op) {
-  switch (op) {
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
-  case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
-  case OpKind::Dropout: case OpKind::DropoutBwd: // the value and the iteration counter
-    return 2;
-  case OpKind::Sum:
-    return -1;
-  default:
-    return 1;
-  }
-}
-
-bool hasAlpha(OpKind op) {
-  return op == OpKind::LeakyRelu || op == OpKind::LeakyReluBwd || op == OpKind::Scale;
-}
-bool hasBounds(OpKind op) { return op == OpKind::Clip || op == OpKind::ClipBwd; }
+/// Operand counts of the fusible ops: OpList.def's MaxIn (Sum: 1 or more, written as -1; a
+/// dropout's value and its iteration counter).
+int arity(OpKind op) { return opTraits(op).maxInputs; }
 
 /// A float printed so that it reads back as the same float.
 std::string floatText(float f) {
@@ -63,18 +48,6 @@ Status bad(const std::string& m) { return Status(ErrorCode::InvalidModel, "fused
 
 } // namespace
 
-bool isFusibleElementwise(OpKind op) {
-  switch (op) {
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Sum:
-  case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Clip: case OpKind::Neg:
-  case OpKind::Scale: case OpKind::ReluBwd: case OpKind::LeakyReluBwd: case OpKind::ClipBwd:
-  case OpKind::Cast: case OpKind::Dropout: case OpKind::DropoutBwd:
-    return true;
-  default:
-    return false;
-  }
-}
-
 bool isFusedDropout(OpKind op) { return op == OpKind::Dropout || op == OpKind::DropoutBwd; }
 
 FusedDropout fusedDropout(const FusedInstr& ins) {
@@ -92,7 +65,7 @@ std::string FusedProgram::text() const {
     if (k) out += "; ";
     out += std::string(opName(ins.op)) + " " + dtypeName(ins.dtype);
     for (int a : ins.args) out += " %" + std::to_string(a);
-    if (hasAlpha(ins.op)) out += " alpha=" + floatText(ins.alpha);
+    if (opHas(ins.op, OpFlag::FusedAlpha)) out += " alpha=" + floatText(ins.alpha);
     if (ins.hasLo) out += " min=" + floatText(ins.lo);
     if (ins.hasHi) out += " max=" + floatText(ins.hi);
     if (isFusedDropout(ins.op))
@@ -120,7 +93,7 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
     if (!(ws >> opText >> dt)) return bad("instruction '" + item + "' needs an op and a dtype");
     FusedInstr ins;
     Expected<OpKind> op = parseOpKind(opText);
-    if (!op || !isFusibleElementwise(*op)) return bad("'" + opText + "' is not a fusible op");
+    if (!op || !opHas(*op, OpFlag::Fusible)) return bad("'" + opText + "' is not a fusible op");
     ins.op = *op;
     Expected<DType> d = parseDType(dt);
     if (!d) return bad("bad dtype '" + dt + "'");
@@ -148,15 +121,15 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       char* end = nullptr;
       float f = std::strtof(tok.c_str() + eq + 1, &end);
       if (*end) return bad("bad number in '" + tok + "'");
-      if (key == "alpha" && hasAlpha(ins.op)) ins.alpha = f;
-      else if (key == "min" && hasBounds(ins.op)) ins.hasLo = true, ins.lo = f;
-      else if (key == "max" && hasBounds(ins.op)) ins.hasHi = true, ins.hi = f;
+      if (key == "alpha" && opHas(ins.op, OpFlag::FusedAlpha)) ins.alpha = f;
+      else if (key == "min" && opHas(ins.op, OpFlag::FusedBounds)) ins.hasLo = true, ins.lo = f;
+      else if (key == "max" && opHas(ins.op, OpFlag::FusedBounds)) ins.hasHi = true, ins.hi = f;
       else return bad("unexpected attribute '" + tok + "' for " + opText);
     }
     int n = arity(ins.op);
     if ((n > 0 && int(ins.args.size()) != n) || ins.args.empty())
       return bad(opText + " has " + std::to_string(ins.args.size()) + " operands");
-    if (hasAlpha(ins.op) && item.find("alpha=") == std::string::npos)
+    if (opHas(ins.op, OpFlag::FusedAlpha) && item.find("alpha=") == std::string::npos)
       return bad(opText + " needs alpha");
     if (isFusedDropout(ins.op) && seen.size() != 3)
       return bad(opText + " needs ratio, seed and key");

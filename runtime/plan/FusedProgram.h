@@ -75,9 +75,6 @@ struct FusedProgram {
   void store(AttrMap& attrs) const;
 };
 
-/// Whether the fuse-elementwise pass and the FusedElementwise executors support `op`.
-bool isFusibleElementwise(OpKind op);
-
 /// Reads the program of a step with `numInputs` inputs; checks value numbers (operands defined
 /// before use), operand counts, and the result list. Dtypes are checked by checkFusedTypes.
 Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs);

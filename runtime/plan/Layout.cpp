@@ -4,31 +4,13 @@
 
 namespace hgp {
 
-bool acceptsLayout(OpKind op) {
-  switch (op) {
-  case OpKind::Conv:
-  case OpKind::ConvBwdData:
-  case OpKind::ConvBwdFilter:
-  case OpKind::BatchNorm:
-  case OpKind::BatchNormTrain:
-  case OpKind::BatchNormBwd:
-  case OpKind::MaxPool:
-  case OpKind::MaxPoolBwd:
-  case OpKind::AveragePool:
-  case OpKind::AveragePoolBwd:
-  case OpKind::GlobalAveragePool:
-  case OpKind::GlobalAveragePoolBwd: return true;
-  default: return false;
-  }
-}
-
 Expected<Layout> layoutOf(OpKind op, const AttrMap& attrs) {
   if (!attrs.has("layout")) return Layout::NCHW;
   std::string s = attrs.getString("layout");
   if (s == "nchw") return Layout::NCHW;
   if (s != "nhwc")
     return Status(ErrorCode::InvalidModel, "unknown layout '" + s + "' (nchw or nhwc)");
-  if (!acceptsLayout(op))
+  if (!opHas(op, OpFlag::ChannelsLast))
     return Status(ErrorCode::InvalidModel,
                   std::string(opName(op)) + " has no channels-last form (layout=\"nhwc\")");
   return Layout::NHWC;

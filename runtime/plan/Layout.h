@@ -9,7 +9,8 @@
 // of their operands, which agree.
 //
 // The attribute is written by the layout pass (passes/LayoutNhwc.cpp, docs/layout.md), only on
-// the ops listed by acceptsLayout, which is also what the shape rules and the backends accept.
+// the ops whose OpList.def entry has ChannelsLast, which is also what the shape rules and the
+// backends accept.
 // The shape rules and the CPU reference apply it generically: permute the rank-4 operands to
 // NCHW, run the NCHW rule or executor, permute the rank-4 results back. The CUDA executors read
 // it and run channels-last kernels (cuDNN's NHWC convolutions, the NHWC BatchNorm and pooling
@@ -27,9 +28,6 @@ enum class Layout : uint8_t { NCHW, NHWC };
 /// The op's layout attribute: NCHW when absent; an InvalidModel error for an unknown spelling
 /// or for layout="nhwc" on an op that does not accept it.
 Expected<Layout> layoutOf(OpKind op, const AttrMap& attrs);
-
-/// Whether the op accepts layout="nhwc": the 2-D convolution phases, BatchNorm and pooling.
-bool acceptsLayout(OpKind op);
 
 /// The channels-last shape of an NCHW shape, [N, C, H, W] -> [N, H, W, C]; other ranks unchanged.
 Shape channelsLastShape(const Shape& nchw);

@@ -4,9 +4,10 @@ namespace hgp {
 
 namespace {
 constexpr bool Diff = true, NoDiff = false;
+using namespace opprops;
 constexpr OpTraits kTraits[] = {
-#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad)                                   \
-  {#Name, #Family, MinIn, MaxIn, MinOut, MaxOut, Grad},
+#define HGP_OP(Name, Family, MinIn, MaxIn, MinOut, MaxOut, Grad, Props)                            \
+  {#Name, #Family, MinIn, MaxIn, MinOut, MaxOut, Grad, Props},
 #include "runtime/plan/OpList.def"
 };
 } // namespace

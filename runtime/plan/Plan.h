@@ -129,11 +129,6 @@ struct Plan {
   Status validate() const;
 };
 
-/// For ops that update a state in place (optimizers, BN running statistics, counters, the
-/// metrics ring): the input that result `output` may overwrite, or -1. When the result is
-/// carried into that state, the plan gives the two the same storage; the executors are written
-/// so that this aliasing is safe, and also work when the result has storage of its own.
-int inplaceInputFor(OpKind op, int output);
 
 /// Prints the stable text form.
 std::string printPlan(const Plan& plan);

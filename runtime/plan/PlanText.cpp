@@ -78,7 +78,7 @@ Status Plan::validate() const {
         return bad("step '" + s.loc + "' names kernel '" + s.attrs.getString("kernel") +
                    "', which the plan does not have");
       for (int o = 0; o < no; ++o) {
-        int in = inplaceInputFor(s.op, o);
+        int in = opTraits(s.op).inPlaceInput(o);
         if (in < 0 || in >= ni) continue;
         // A result written into persistent storage must be the update of the state it read;
         // a transient result (a forward-only plan returning new statistics) may live anywhere.
@@ -94,18 +94,6 @@ Status Plan::validate() const {
   for (const auto& [name, idx] : bindings)
     if (!inRange(idx)) return bad("binding '" + name + "' is out of range");
   return Status::ok();
-}
-
-int inplaceInputFor(OpKind op, int output) {
-  switch (op) {
-  case OpKind::BnRunningUpdate: // running_mean, running_var
-  case OpKind::LossScaleUpdate: return output; // scale, good
-  case OpKind::CounterIncrement:
-  case OpKind::MetricsLog: return output == 0 ? 0 : -1;
-  case OpKind::SgdUpdate: return output == 0 ? 0 : output == 1 ? 5 : -1;
-  case OpKind::AdamUpdate: return output == 0 ? 0 : output == 1 ? 5 : output == 2 ? 6 : -1;
-  default: return -1;
-  }
 }
 
 namespace {
