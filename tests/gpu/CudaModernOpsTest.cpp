@@ -2,37 +2,10 @@
 // CPU reference (GpuTestUtil.h), forward and backward, eager and captured: LayerNorm over the
 // trailing dims (ConvNeXt's channels-last form and others), GELU in both forms, the elementary
 // functions, and the Bernoulli mask of stochastic depth, which must be the CPU's bit for bit.
-#include "tests/gpu/GpuTestUtil.h"
+#include "tests/gpu/OpCheck.h"
 
 namespace hgp::gputest {
 namespace {
-
-using Builder = std::function<std::vector<Value*>(Graph&, const std::vector<Value*>&)>;
-
-void checkOp(const std::string& what, std::vector<TensorType> params, const Builder& build,
-             RunSpec spec = {}) {
-  SCOPED_TRACE(what);
-  Graph g(what);
-  std::vector<Value*> ps;
-  for (size_t i = 0; i < params.size(); ++i)
-    ps.push_back(addValue(g, "p" + std::to_string(i), TensorRole::Param, params[i]));
-  std::vector<Value*> outs = build(g, ps);
-  for (Value* v : outs) ASSERT_NE(v, nullptr);
-  auto e = emit(g, differentiate(g, outs, SIZE_MAX), "fp32");
-  ASSERT_TRUE(e.has_value());
-  runAndCompare(*e, spec);
-}
-
-Feeder rangeFeed(const std::string& name, double lo, double hi) {
-  return [=](const PlanTensor& t, int run) {
-    if (t.name != name || t.type.dtype != DType::F32) return defaultFeed(t, run);
-    return uniformBytes(t.type, hashName(t.name, uint64_t(run) + 17), lo, hi);
-  };
-}
-
-TensorType f32(Shape s) {
-  return {DType::F32, std::move(s)};
-}
 
 TEST(CudaModernOps, LayerNorm) {
   HGP_REQUIRE_CUDA();
