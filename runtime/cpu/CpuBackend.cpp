@@ -10,6 +10,7 @@
 #include "runtime/Backend.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/Half.h"
+#include "runtime/plan/InitialValues.h"
 #include "runtime/plan/Layout.h"
 
 #include <cstdlib>
@@ -39,35 +40,11 @@ public:
     HGP_TRY(allocate(persistent_, plan.persistentBytes));
     HGP_TRY(allocate(transient_, plan.transientBytes));
     std::memset(persistent_.get(), 0, size_t(plan.persistentBytes));
+    std::vector<uint8_t> initial;
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
       const PlanTensor& t = plan.tensors[i];
-      uint8_t* p = address(int(i));
-      switch (t.init) {
-      case InitKind::None:
-      case InitKind::Zero: break;
-      case InitKind::Fill: {
-        if (t.type.dtype == DType::F32) {
-          float* f = reinterpret_cast<float*>(p);
-          for (int64_t e = 0; e < t.type.numElements(); ++e) f[e] = float(t.fillValue);
-        } else if (t.type.dtype == DType::I64) {
-          int64_t* q = reinterpret_cast<int64_t*>(p);
-          for (int64_t e = 0; e < t.type.numElements(); ++e) q[e] = int64_t(t.fillValue);
-        } else {
-          return Status(ErrorCode::Internal, "fill of " + std::string(dtypeName(t.type.dtype)) +
-                                                 " tensor '" + t.name + "' is not supported");
-        }
-        break;
-      }
-      case InitKind::Data:
-      case InitKind::File: {
-        auto src = t.init == InitKind::Data ? data.data : data.file;
-        if (t.dataOffset < 0 || size_t(t.dataOffset) + size_t(t.bytes()) > src.size())
-          return Status(ErrorCode::InvalidModel,
-                        "initial value of '" + t.name + "' lies outside the bundled data");
-        std::memcpy(p, src.data() + t.dataOffset, size_t(t.bytes()));
-        break;
-      }
-      }
+      HGP_TRY(initialBytes(t, data, initial));
+      if (!initial.empty()) std::memcpy(address(int(i)), initial.data(), initial.size());
     }
     views_.clear();
     for (size_t i = 0; i < plan.tensors.size(); ++i)
