@@ -12,6 +12,7 @@
 #include "runtime/runner/Interrupt.h"
 #include "runtime/runner/MetricsLog.h"
 #include "runtime/runner/MpiBootstrap.h"
+#include "runtime/runner/StepIo.h"
 
 #include <cerrno>
 #include <csignal>
@@ -197,21 +198,21 @@ public:
       if (opt_.holdBatch && b) {
         // --hold-batch: both input slots already hold the first batch (written, then
         // prefetched, below); a backend without slots gets it written again.
-        if (!backend_->supportsPrefetch()) st = feed(*b, /*prefetch=*/false);
+        if (!backend_->supportsPrefetch()) st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/false);
       } else if (ahead) {
         b = std::move(ahead);
       } else {
         b = loader.next();
         st = b->status;
-        if (st) st = feed(*b, /*prefetch=*/false);
+        if (st) st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/false);
       }
       if (st && opt_.holdBatch && backend_->supportsPrefetch() && done == 0) {
-        st = feed(*b, /*prefetch=*/true);
+        st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/true);
       } else if (st && !opt_.holdBatch && backend_->supportsPrefetch() && done + 1 < total &&
                  b->index + 1 < perEpoch) {
         ahead = loader.next();
         st = ahead->status;
-        if (st) st = feed(*ahead, /*prefetch=*/true);
+        if (st) st = feedBatch(*backend_, plan_, *ahead, pixels_, /*prefetch=*/true);
       }
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
@@ -255,7 +256,7 @@ public:
     if (!opt_.checkpointDir.empty() && lead_ && lastCheckpointStep_ != pos_.step)
       if (Status st = checkpoint(); !st) return fail(st);
     if (!opt_.save.empty() && lead_) {
-      if (Status st = saveOnnx(opt_.save); !st) return fail(st);
+      if (Status st = saveTrainedOnnx(bundle_, plan_, *backend_, opt_.save); !st) return fail(st);
       std::fprintf(stderr, "saved the trained model to %s\n", opt_.save.c_str());
       if (Status st = saveClassNames(*train_, opt_.save); !st) return fail(st);
     }
@@ -378,7 +379,7 @@ private:
     for (int64_t i = 0; i < loader.batchesPerEpoch(); ++i) {
       std::unique_ptr<Batch> b = loader.next();
       Status st = b->status;
-      if (st) st = feed(*b, /*prefetch=*/false);
+      if (st) st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/false);
       if (st) st = backend_->run("eval");
       if (!st) return fail(std::move(st).withContext("evaluation"));
       if (watchdog_) watchdog_->beat();
@@ -391,18 +392,7 @@ private:
       }
       // A padded last batch: score its real rows on the host.
       if (!(st = backend_->read(logitsT, logits.data()))) return fail(st);
-      for (int64_t r = 0; r < b->valid; ++r) {
-        const float* row = logits.data() + r * classes;
-        int64_t best = 0;
-        double mx = row[0];
-        for (int64_t c = 1; c < classes; ++c)
-          if (row[c] > row[best]) best = c;
-        for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, double(row[c]));
-        double sum = 0;
-        for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(row[c]) - mx);
-        lossSum += std::log(sum) + mx - double(row[b->labels[size_t(r)]]);
-        correct += best == b->labels[size_t(r)];
-      }
+      scoreRows(logits.data(), b->valid, classes, b->labels.data(), lossSum, correct);
     }
     double n = double(eval_->size());
     double acc = correct / n, loss = lossSum / n;
@@ -419,51 +409,6 @@ private:
     lastCheckpointStep_ = pos_.step;
     std::string path = (std::filesystem::path(opt_.checkpointDir) / "checkpoint.hgpc").string();
     return writeCheckpoint(path, plan_, fingerprint_, pos_, *backend_);
-  }
-
-  /// Writes the save template with the trained tensors spliced in, streaming it to a temporary
-  /// file that is renamed over `path` once complete.
-  Status saveOnnx(const std::string& path) {
-    std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
-    bool ok = true;
-    auto put = [&](const uint8_t* p, size_t n) { ok = ok && std::fwrite(p, 1, n, f) == n; };
-    size_t from = 0;
-    std::vector<uint8_t> tensor;
-    Status st;
-    for (const SpliceEntry& s : bundle_.splices) {
-      put(bundle_.saveTemplate.data() + from, size_t(s.offset) - from);
-      int idx = plan_.findTensor(s.tensor);
-      if (idx < 0 || plan_.tensors[size_t(idx)].bytes() != s.bytes) {
-        st = Status(ErrorCode::Internal, "the save template names unknown tensor '" + s.tensor + "'");
-        break;
-      }
-      tensor.resize(size_t(s.bytes));
-      if (!(st = backend_->read(idx, tensor.data()))) break;
-      put(tensor.data(), tensor.size());
-      from = size_t(s.offset);
-    }
-    if (st) put(bundle_.saveTemplate.data() + from, bundle_.saveTemplate.size() - from);
-    ok = std::fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    ok = std::fclose(f) == 0 && ok;
-    if (st && (!ok || std::rename(tmp.c_str(), path.c_str()) != 0))
-      st = Status(ErrorCode::Io, "cannot write '" + path + "': " + std::strerror(errno));
-    if (!st) std::remove(tmp.c_str());
-    return st;
-  }
-
-  /// Hands a batch to the backend: written for the coming run, or prefetched for the one after.
-  /// A --pixels u8 plan takes the 8-bit pixels and the flip flags; others the float samples.
-  Status feed(const Batch& b, bool prefetch) {
-    auto put = [&](int binding, const void* src) {
-      return prefetch ? backend_->prefetch(binding, src) : backend_->write(binding, src);
-    };
-    int input = plan_.binding("input"), labels = plan_.binding("labels");
-    HGP_TRY(put(input, pixels_ ? static_cast<const void*>(b.pixels.data()) : b.images.data()));
-    if (pixels_) HGP_TRY(put(plan_.binding("input.flip"), b.flips.data()));
-    return put(labels, b.labels.data());
   }
 
   /// --data-only: the input pipeline alone (read, decode, augment), timed after a warm-up of
