@@ -1,9 +1,10 @@
 #include "compiler/codegen/Nvrtc.h"
 
-#include <dlfcn.h>
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 namespace hgp {
 
@@ -39,18 +40,16 @@ void load() {
   names.push_back("/usr/local/cuda/lib64/libnvrtc.so");
   // $HGP_NVRTC_LIBRARY: exactly this library (a non-standard install; tests use a missing one).
   if (const char* only = std::getenv("HGP_NVRTC_LIBRARY")) names = {only};
-  void* lib = nullptr;
-  std::string tried;
-  for (const std::string& n : names) {
-    if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
-    tried += (tried.empty() ? "" : ", ") + n;
-  }
+  std::vector<DynamicLibrary::Failure> failed;
+  std::optional<DynamicLibrary> lib =
+      DynamicLibrary::openFirst(names, DynamicLibrary::Scope::Local, &failed);
   if (!lib) {
     gStatus = Status(ErrorCode::Io, "NVRTC (the CUDA toolkit's runtime compiler) is not available; "
-                                    "tried " + tried);
+                                    "tried " + DynamicLibrary::namesOf(failed));
     return;
   }
-  auto sym = [&](const char* name) { return dlsym(lib, name); };
+  // The library stays loaded for the life of the process; gNvrtc keeps its functions.
+  auto sym = [&](const char* name) { return lib->symbol(name); };
   gNvrtc.create = reinterpret_cast<CreateFn>(sym("nvrtcCreateProgram"));
   gNvrtc.destroy = reinterpret_cast<DestroyFn>(sym("nvrtcDestroyProgram"));
   gNvrtc.compile = reinterpret_cast<CompileFn>(sym("nvrtcCompileProgram"));

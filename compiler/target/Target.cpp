@@ -1,9 +1,10 @@
 #include "compiler/target/Target.h"
 
-#include <dlfcn.h>
+#include "runtime/support/DynamicLibrary.h"
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string>
 
 namespace hgp {
@@ -47,14 +48,15 @@ std::string knownNames() {
 
 /// The local GPU's name from the CUDA driver, loaded at run time (hgpc itself needs no GPU).
 Expected<std::string> localGpuName() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  std::optional<DynamicLibrary> lib =
+      DynamicLibrary::openFirst({"libcuda.so.1"}, DynamicLibrary::Scope::Local);
   if (!lib) return Status(ErrorCode::Device, "no NVIDIA driver (libcuda.so.1) on this machine");
   using InitFn = int (*)(unsigned);
   using GetFn = int (*)(int*, int);
   using NameFn = int (*)(char*, int, int);
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
-  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
-  auto name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
+  auto init = lib->function<InitFn>("cuInit");
+  auto get = lib->function<GetFn>("cuDeviceGet");
+  auto name = lib->function<NameFn>("cuDeviceGetName");
   int dev = 0;
   char buf[256] = {};
   if (!init || !get || !name || init(0) != 0 || get(&dev, 0) != 0 || name(buf, sizeof buf, dev) != 0)
@@ -65,7 +67,8 @@ Expected<std::string> localGpuName() {
 } // namespace
 
 Expected<DeviceMemory> localDeviceMemory() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  std::optional<DynamicLibrary> lib =
+      DynamicLibrary::openFirst({"libcuda.so.1"}, DynamicLibrary::Scope::Local);
   if (!lib) return Status(ErrorCode::Device, "no NVIDIA driver (libcuda.so.1) on this machine");
   using InitFn = int (*)(unsigned);
   using GetFn = int (*)(int*, int);
@@ -74,13 +77,13 @@ Expected<DeviceMemory> localDeviceMemory() {
   using PushFn = int (*)(void*);
   using PopFn = int (*)(void**);
   using MemFn = int (*)(size_t*, size_t*);
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
-  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
-  auto retain = reinterpret_cast<RetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
-  auto release = reinterpret_cast<ReleaseFn>(dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
-  auto push = reinterpret_cast<PushFn>(dlsym(lib, "cuCtxPushCurrent_v2"));
-  auto pop = reinterpret_cast<PopFn>(dlsym(lib, "cuCtxPopCurrent_v2"));
-  auto mem = reinterpret_cast<MemFn>(dlsym(lib, "cuMemGetInfo_v2"));
+  auto init = lib->function<InitFn>("cuInit");
+  auto get = lib->function<GetFn>("cuDeviceGet");
+  auto retain = lib->function<RetainFn>("cuDevicePrimaryCtxRetain");
+  auto release = lib->function<ReleaseFn>("cuDevicePrimaryCtxRelease_v2");
+  auto push = lib->function<PushFn>("cuCtxPushCurrent_v2");
+  auto pop = lib->function<PopFn>("cuCtxPopCurrent_v2");
+  auto mem = lib->function<MemFn>("cuMemGetInfo_v2");
   if (!init || !get || !retain || !release || !push || !pop || !mem)
     return Status(ErrorCode::Device, "the NVIDIA driver lacks the memory query entry points");
   int dev = 0, rc = init(0);

@@ -1,35 +1,27 @@
 #include "runtime/cuda/CudaLibraries.h"
 
-#include <dlfcn.h>
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 namespace hgp::cuda {
 
 namespace {
 
-void* gCudnn = nullptr;
-void* gCublas = nullptr;
+std::optional<DynamicLibrary> gCudnnLib, gCublasLib;
 std::once_flag gOnce;
 Status gStatus;
 
-void* openFirst(std::initializer_list<const char*> names, std::string& tried) {
-  for (const char* n : names) {
-    if (void* h = dlopen(n, RTLD_NOW | RTLD_GLOBAL)) return h;
-    tried += std::string(tried.empty() ? "" : ", ") + n;
-  }
-  return nullptr;
-}
-
 /// The function `name` from `lib`; aborts with a clear message if a loaded library lacks it,
 /// which means an incompatible version (the stubs cannot return an error of the right type).
-void* resolve(void* lib, const char* name) {
-  void* f = lib ? dlsym(lib, name) : nullptr;
+void* resolve(const std::optional<DynamicLibrary>& lib, const char* name) {
+  void* f = lib ? lib->symbol(name) : nullptr;
   if (!f) {
     std::fprintf(stderr, "error: %s is missing from the loaded CUDA libraries (%s); hgpc needs "
-                         "cuDNN 9 and cuBLAS 13\n", name, dlerror());
+                         "cuDNN 9 and cuBLAS 13\n", name, DynamicLibrary::lastError().c_str());
     std::abort();
   }
   return f;
@@ -39,17 +31,21 @@ void* resolve(void* lib, const char* name) {
 
 Status loadCudaLibraries() {
   std::call_once(gOnce, [] {
-    std::string tried;
-    gCudnn = openFirst({"libcudnn.so.9", "libcudnn.so"}, tried);
-    if (!gCudnn) {
-      gStatus = Status(ErrorCode::Device, "cuDNN 9 was not found (tried " + tried +
+    std::vector<DynamicLibrary::Failure> failed;
+    gCudnnLib = DynamicLibrary::openFirst({"libcudnn.so.9", "libcudnn.so"},
+                                          DynamicLibrary::Scope::Global, &failed);
+    if (!gCudnnLib) {
+      gStatus = Status(ErrorCode::Device, "cuDNN 9 was not found (tried " +
+                                              DynamicLibrary::namesOf(failed) +
                                               " on the library path)");
       return;
     }
-    tried.clear();
-    gCublas = openFirst({"libcublas.so.13", "libcublas.so"}, tried);
-    if (!gCublas)
-      gStatus = Status(ErrorCode::Device, "cuBLAS 13 was not found (tried " + tried +
+    failed.clear();
+    gCublasLib = DynamicLibrary::openFirst({"libcublas.so.13", "libcublas.so"},
+                                           DynamicLibrary::Scope::Global, &failed);
+    if (!gCublasLib)
+      gStatus = Status(ErrorCode::Device, "cuBLAS 13 was not found (tried " +
+                                              DynamicLibrary::namesOf(failed) +
                                               " on the library path)");
   });
   return gStatus;
@@ -57,20 +53,18 @@ Status loadCudaLibraries() {
 
 } // namespace hgp::cuda
 
-using hgp::cuda::gCublas;
-using hgp::cuda::gCudnn;
 
 extern "C" {
 #define HGP_CUDNN_FN(Ret, Name, Params, Args)                                                     \
   Ret Name Params {                                                                                \
     using Fn = Ret(*) Params;                                                                      \
-    static Fn fn = reinterpret_cast<Fn>(hgp::cuda::resolve(gCudnn, #Name));                        \
+    static Fn fn = reinterpret_cast<Fn>(hgp::cuda::resolve(hgp::cuda::gCudnnLib, #Name));          \
     return fn Args;                                                                                \
   }
 #define HGP_CUBLAS_FN(Ret, Name, Params, Args)                                                    \
   Ret Name Params {                                                                                \
     using Fn = Ret(*) Params;                                                                      \
-    static Fn fn = reinterpret_cast<Fn>(hgp::cuda::resolve(gCublas, #Name));                       \
+    static Fn fn = reinterpret_cast<Fn>(hgp::cuda::resolve(hgp::cuda::gCublasLib, #Name));         \
     return fn Args;                                                                                \
   }
 #include "runtime/cuda/CudaLibraries.def"

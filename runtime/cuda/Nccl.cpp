@@ -2,28 +2,29 @@
 
 #include "runtime/cuda/CudaCheck.h"
 
-#include <dlfcn.h>
+#include "runtime/support/DynamicLibrary.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace hgp::cuda {
 
 namespace {
 
-void* gNccl = nullptr;
+std::optional<DynamicLibrary> gNccl;
 std::once_flag gOnce;
 Status gStatus;
 
 void* resolveNccl(const char* name) {
-  void* f = gNccl ? dlsym(gNccl, name) : nullptr;
+  void* f = gNccl ? gNccl->symbol(name) : nullptr;
   if (!f) {
     std::fprintf(stderr,
                  "error: %s is missing from the loaded NCCL (%s); hgpc needs NCCL 2.13 or "
                  "later\n",
-                 name, gNccl ? dlerror() : "libnccl.so.2 is not loaded");
+                 name, gNccl ? DynamicLibrary::lastError().c_str() : "libnccl.so.2 is not loaded");
     std::abort();
   }
   return f;
@@ -33,12 +34,13 @@ void* resolveNccl(const char* name) {
 
 Status loadNccl() {
   std::call_once(gOnce, [] {
-    gNccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    std::vector<DynamicLibrary::Failure> failed;
+    gNccl = DynamicLibrary::openFirst({"libnccl.so.2"}, DynamicLibrary::Scope::Global, &failed);
     if (!gNccl) {
       gStatus = Status(ErrorCode::Device, std::string("data-parallel training needs NCCL, and "
                                                       "libnccl.so.2 was not found on the library "
                                                       "path: ") +
-                                              dlerror());
+                                              DynamicLibrary::reasonsOf(failed));
       return;
     }
     int version = 0;

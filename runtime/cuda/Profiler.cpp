@@ -1,13 +1,15 @@
 #include "runtime/cuda/Profiler.h"
 
+#include "runtime/support/DynamicLibrary.h"
+
 #include <cupti.h>
 #include <cxxabi.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace hgp::cuda {
 
@@ -15,7 +17,7 @@ namespace {
 
 /// The CUPTI entry points used, resolved from the dlopen()ed library.
 struct Cupti {
-  void* lib = nullptr;
+  std::optional<DynamicLibrary> lib;
 #define HGP_CUPTI_FN(name) decltype(&::name) name = nullptr;
   HGP_CUPTI_FN(cuptiGetResultString)
   HGP_CUPTI_FN(cuptiActivityRegisterCallbacks)
@@ -185,7 +187,6 @@ void CUPTIAPI onCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 }
 
 void load() {
-  std::string tried;
   std::vector<std::string> candidates = {"libcupti.so.13", "libcupti.so"};
   if (const char* home = std::getenv("CUDA_HOME")) {
     candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
@@ -194,21 +195,18 @@ void load() {
   for (const char* dir : {"/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/lib64",
                           "/usr/local/cuda/lib"})
     candidates.push_back(std::string(dir) + "/libcupti.so.13");
-  for (const std::string& c : candidates) {
-    g.lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (g.lib) break;
-    tried += (tried.empty() ? "" : ", ") + c;
-  }
+  std::vector<DynamicLibrary::Failure> failed;
+  g.lib = DynamicLibrary::openFirst(candidates, DynamicLibrary::Scope::Local, &failed);
   if (!g.lib) {
     gLoadStatus = Status(ErrorCode::Device,
                          "--profile and --trace need CUPTI 13 (libcupti), which was not found: tried " +
-                             tried + " (add its folder, e.g. the Python environment's nvidia/cu13/lib, "
+                             DynamicLibrary::namesOf(failed) + " (add its folder, e.g. the Python environment's nvidia/cu13/lib, "
                              "to LD_LIBRARY_PATH)");
     return;
   }
   std::string missing;
 #define HGP_CUPTI_RESOLVE(name)                                                                   \
-  g.name = reinterpret_cast<decltype(g.name)>(dlsym(g.lib, #name));                                \
+  g.name = g.lib->function<decltype(g.name)>(#name);                                              \
   if (!g.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
   HGP_CUPTI_RESOLVE(cuptiGetResultString)
   HGP_CUPTI_RESOLVE(cuptiActivityRegisterCallbacks)

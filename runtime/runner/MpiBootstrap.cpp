@@ -1,12 +1,13 @@
 #include "runtime/runner/MpiBootstrap.h"
 
-#include <dlfcn.h>
+#include "runtime/support/DynamicLibrary.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace hgp {
@@ -36,8 +37,8 @@ template <typename H> struct HandleCalls {
 };
 
 template <typename F>
-Status resolve(void* lib, const std::string& libName, const char* name, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
+Status resolve(const DynamicLibrary& lib, const std::string& libName, const char* name, F& out) {
+  out = lib.function<F>(name);
   if (!out)
     return Status(ErrorCode::Usage,
                   std::string(name) + " is missing from " + libName + "; is it an MPI library?");
@@ -68,7 +69,8 @@ struct MpiBootstrap::Api {
   HandleCalls<int> m;
 
   template <typename H>
-  Status resolveHandleCalls(void* lib, const std::string& name, HandleCalls<H>& c) {
+  Status resolveHandleCalls(const DynamicLibrary& lib, const std::string& name,
+                            HandleCalls<H>& c) {
     HGP_TRY(resolve(lib, name, "MPI_Comm_rank", c.commRank));
     HGP_TRY(resolve(lib, name, "MPI_Comm_size", c.commSize));
     HGP_TRY(resolve(lib, name, "MPI_Bcast", c.bcast));
@@ -114,27 +116,21 @@ Expected<std::unique_ptr<MpiBootstrap>> MpiBootstrap::start(const std::string& l
     names = {"libmpi.so.12", "libmpich.so.12", "libmpi.so"};
   else
     names = {"libmpi.so.40", "libmpi.so"};
-  void* lib = nullptr;
-  std::string name, tried;
-  for (const std::string& n : names) {
-    lib = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib) {
-      name = n;
-      break;
-    }
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + (why ? std::string(why) : n + ": not found");
-  }
-  if (!lib)
+  std::vector<DynamicLibrary::Failure> failed;
+  std::optional<DynamicLibrary> opened =
+      DynamicLibrary::openFirst(names, DynamicLibrary::Scope::Global, &failed);
+  if (!opened)
     return Status(
         ErrorCode::Usage,
         "under mpirun without --rendezvous the NCCL id is broadcast with MPI, and no MPI "
         "library could be loaded (" +
-            tried +
+            DynamicLibrary::reasonsOf(failed) +
             "); pass --rendezvous DIR (a directory "
             "every rank can read), or install the MPI that mpirun belongs to (its libmpi on "
             "the library path, or HGPC_MPI_LIBRARY=PATH)");
   // The library stays loaded for the life of the process: MPI libraries do not support dlclose.
+  const DynamicLibrary& lib = *opened;
+  const std::string& name = lib.name();
   std::unique_ptr<MpiBootstrap> b(new MpiBootstrap());
   b->api_ = std::make_unique<Api>();
   b->rank_ = rank;
@@ -156,12 +152,12 @@ Expected<std::unique_ptr<MpiBootstrap>> MpiBootstrap::start(const std::string& l
   }
   b->library_ = name + (version.empty() ? "" : " (" + version + ")");
 
-  if (void* world = dlsym(lib, "ompi_mpi_comm_world")) {
+  if (void* world = lib.symbol("ompi_mpi_comm_world")) {
     api.ompi = true;
     HGP_TRY(api.resolveHandleCalls(lib, name, api.o));
     api.o.world = world;
-    api.o.byte = dlsym(lib, "ompi_mpi_byte");
-    api.o.errorsReturn = dlsym(lib, "ompi_mpi_errors_return");
+    api.o.byte = lib.symbol("ompi_mpi_byte");
+    api.o.errorsReturn = lib.symbol("ompi_mpi_errors_return");
     if (!api.o.byte || !api.o.errorsReturn)
       return Status(ErrorCode::Usage, b->library_ +
                                           " has ompi_mpi_comm_world but not "
