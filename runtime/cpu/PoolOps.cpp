@@ -6,6 +6,7 @@
 // padded extent with count_include_pad and by the valid element count without it, so a ceil_mode
 // window's overhang past the padding is never counted. Planes (n, c) run in parallel.
 #include "runtime/cpu/Im2col.h"
+#include "runtime/plan/PoolWindow.h"
 
 #include <cmath>
 #include <limits>
@@ -25,33 +26,21 @@ struct PoolGeometry {
   int64_t outVol() const { return out[0] * out[1] * out[2]; }
 };
 
-/// Reads the window attributes and checks that y is the pooled shape of x.
+/// Reads the window attributes and checks that y is the pooled shape of x (PoolWindow.h).
 Status readPoolGeometry(const KernelArgs& a, const Shape& x, const Shape& y, PoolGeometry& g) {
-  size_t rank = x.size();
-  if (rank < 3 || rank > 5 || y.size() != rank || y[0] != x[0] || y[1] != x[1])
-    return a.fail("pooling shapes " + str(x) + " -> " + str(y) + " do not fit");
-  size_t r = rank - 2, lead = 3 - r;
-  std::vector<int64_t> k, s, p, d(r, 1);
-  HGP_TRY(readInts(a, "kernel_shape", r, k));
-  HGP_TRY(readInts(a, "strides", r, s));
-  HGP_TRY(readInts(a, "pads", 2 * r, p));
-  if (a.attrs().has("dilations")) HGP_TRY(readInts(a, "dilations", r, d));
-  bool ceil = a.attrs().getInt("ceil_mode", 0) != 0;
+  Expected<PoolWindow> w = readPoolWindow(a.attrs(), x, y);
+  if (!w) return a.fail(w.status().message());
   g = PoolGeometry();
-  g.planes = x[0] * x[1];
-  g.countIncludePad = a.attrs().getInt("count_include_pad", 0) != 0;
-  for (size_t i = 0; i < r; ++i) {
-    if (k[i] < 1 || s[i] < 1 || d[i] < 1 || p[i] < 0 || p[r + i] < 0)
-      return a.fail("kernel, strides and dilations must be positive and pads non-negative");
-    if (y[2 + i] != windowOutputSize(x[2 + i], k[i], s[i], p[i], p[r + i], d[i], ceil))
-      return a.fail("output " + str(y) + " is not the pooled shape of " + str(x));
-    g.in[lead + i] = x[2 + i];
-    g.out[lead + i] = y[2 + i];
-    g.k[lead + i] = k[i];
-    g.stride[lead + i] = s[i];
-    g.padBegin[lead + i] = p[i];
-    g.padEnd[lead + i] = p[r + i];
-    g.dilation[lead + i] = d[i];
+  g.planes = w->planes;
+  g.countIncludePad = w->countIncludePad;
+  for (int i = 0; i < 3; ++i) {
+    g.in[i] = w->in[i];
+    g.out[i] = w->out[i];
+    g.k[i] = w->kernel[i];
+    g.stride[i] = w->stride[i];
+    g.padBegin[i] = w->padBegin[i];
+    g.padEnd[i] = w->padEnd[i];
+    g.dilation[i] = w->dilation[i];
   }
   return Status::ok();
 }

@@ -16,7 +16,7 @@
 // Channels-last (layout="nhwc"): the dispatchers below hand those ops to NhwcPoolOps.cu;
 // PoolKernels.cuh holds the geometry and window arithmetic both layouts share.
 #include "runtime/cuda/PoolKernels.cuh"
-#include "runtime/plan/Window.h"
+#include "runtime/plan/PoolWindow.h"
 
 #include <type_traits>
 
@@ -24,44 +24,28 @@ namespace hgp::cuda {
 
 namespace pool {
 
-/// Reads the window attributes and checks that y is the pooled shape of x.
+/// Reads the window attributes and checks that y is the pooled shape of x (PoolWindow.h), and
+/// that the geometry fits the kernels' 32-bit index arithmetic.
 Status readPoolGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PoolGeometry& g) {
-  size_t rank = x.size();
-  if (rank < 3 || rank > 5 || y.size() != rank || y[0] != x[0] || y[1] != x[1])
-    return a.fail("pooling shapes " + shapeToString(x) + " -> " + shapeToString(y) + " do not fit");
-  size_t r = rank - 2, lead = 3 - r;
-  std::vector<int64_t> k, s, p, d(r, 1);
-  HGP_TRY(readInts(a, "kernel_shape", r, k));
-  HGP_TRY(readInts(a, "strides", r, s));
-  HGP_TRY(readInts(a, "pads", 2 * r, p));
-  if (a.attrs().has("dilations")) HGP_TRY(readInts(a, "dilations", r, d));
-  bool ceil = a.attrs().getInt("ceil_mode", 0) != 0;
-  g = PoolGeometry();
-  g.planes = x[0] * x[1];
-  g.countIncludePad = a.attrs().getInt("count_include_pad", 0) != 0;
-  int64_t inVol = 1, outVol = 1;
-  for (size_t i = 0; i < r; ++i) {
-    inVol *= x[2 + i];
-    outVol *= y[2 + i];
-  }
+  Expected<PoolWindow> w = readPoolWindow(a.attrs(), x, y);
+  if (!w) return a.fail(w.status().message());
+  int64_t inVol = w->in[0] * w->in[1] * w->in[2], outVol = w->out[0] * w->out[1] * w->out[2];
   if (inVol >= (int64_t(1) << 31) || outVol >= (int64_t(1) << 31))
     return a.fail("a pooling plane has 2^31 elements or more");
-  for (size_t i = 0; i < r; ++i) {
-    if (k[i] < 1 || s[i] < 1 || d[i] < 1 || p[i] < 0 || p[r + i] < 0)
-      return a.fail("kernel, strides and dilations must be positive and pads non-negative");
-    if (k[i] * d[i] >= (int64_t(1) << 30) || s[i] >= (int64_t(1) << 30) ||
-        p[i] >= (int64_t(1) << 30) || p[r + i] >= (int64_t(1) << 30))
+  g = PoolGeometry();
+  g.planes = w->planes;
+  g.countIncludePad = w->countIncludePad;
+  for (int i = 0; i < 3; ++i) {
+    if (w->kernel[i] * w->dilation[i] >= (int64_t(1) << 30) || w->stride[i] >= (int64_t(1) << 30) ||
+        w->padBegin[i] >= (int64_t(1) << 30) || w->padEnd[i] >= (int64_t(1) << 30))
       return a.fail("pooling window attributes are out of range");
-    if (y[2 + i] != windowOutputSize(x[2 + i], k[i], s[i], p[i], p[r + i], d[i], ceil))
-      return a.fail("output " + shapeToString(y) + " is not the pooled shape of " +
-                    shapeToString(x));
-    g.in[lead + i] = int(x[2 + i]);
-    g.out[lead + i] = int(y[2 + i]);
-    g.k[lead + i] = int(k[i]);
-    g.stride[lead + i] = int(s[i]);
-    g.padBegin[lead + i] = int(p[i]);
-    g.padEnd[lead + i] = int(p[r + i]);
-    g.dilation[lead + i] = int(d[i]);
+    g.in[i] = int(w->in[i]);
+    g.out[i] = int(w->out[i]);
+    g.k[i] = int(w->kernel[i]);
+    g.stride[i] = int(w->stride[i]);
+    g.padBegin[i] = int(w->padBegin[i]);
+    g.padEnd[i] = int(w->padEnd[i]);
+    g.dilation[i] = int(w->dilation[i]);
   }
   return Status::ok();
 }
