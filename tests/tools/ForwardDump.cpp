@@ -1,13 +1,16 @@
-// ForwardDump.cpp - hgp_forward_dump: one forward pass of a model on the CPU backend, every graph
-// output written as raw float32, for comparing hgpc's activations with another framework's.
+// ForwardDump.cpp - hgp_forward_dump: one forward pass of a model on the CPU backend (or on CUDA),
+// every graph output written as raw float32, for comparing hgpc's activations with another
+// framework's.
 //
-//   hgp_forward_dump MODEL.onnx INPUT.f32 OUT_DIR
+//   hgp_forward_dump [--device cuda] MODEL.onnx INPUT.f32 OUT_DIR
 //
 // INPUT.f32 holds the first graph input's values (float32, the input's shape, no header). Each
 // graph output k is written to OUT_DIR/output_k.f32 in the same form; a parity investigation adds
 // the activations it wants to see as graph outputs of a copy of the model (tests/parity/judge.py
 // explains why a forward value can matter: a kink). The model runs as hgpc imports it: training-
-// mode BatchNormalization normalizes with the batch statistics, as in the train program.
+// mode BatchNormalization normalizes with the batch statistics, as in the train program. With
+// --device cuda the plan runs on the CUDA backend in fp32 (no TF32), deterministic, so that the
+// kinks of a CUDA training run can be found as the CPU backend's are (tests/parity/kinks.py).
 #include "compiler/plan/PlanEmitter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Pass.h"
@@ -26,7 +29,8 @@ int fail(const Status& st) {
   return exitCodeFor(st.code());
 }
 
-int run(const std::string& model, const std::string& inputPath, const std::string& outDir) {
+int run(const std::string& model, const std::string& inputPath, const std::string& outDir,
+        bool cuda) {
   auto imported = importOnnxFile(model, OnnxImportOptions{});
   if (!imported) return fail(imported.status());
   Graph& g = *imported->graph;
@@ -45,7 +49,16 @@ int run(const std::string& model, const std::string& inputPath, const std::strin
   auto emitted = emitPlan({prog}, eo);
   if (!emitted) return fail(emitted.status());
   const Plan& plan = emitted->plan;
-  std::unique_ptr<Backend> backend = createCpuBackend();
+  std::unique_ptr<Backend> backend;
+  if (cuda) {
+    BackendOptions bo;
+    bo.deterministic = true;
+    auto made = createCudaBackend(bo);
+    if (!made) return fail(made.status());
+    backend = std::move(*made);
+  } else {
+    backend = createCpuBackend();
+  }
   if (Status st = backend->load(plan, InitData{emitted->data, {}}); !st) return fail(st);
   std::ifstream in(inputPath, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -72,9 +85,11 @@ int run(const std::string& model, const std::string& inputPath, const std::strin
 } // namespace hgp
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: hgp_forward_dump MODEL.onnx INPUT.f32 OUT_DIR\n");
+  bool cuda = argc == 6 && std::string(argv[1]) == "--device" && std::string(argv[2]) == "cuda";
+  if (argc != 4 && !cuda) {
+    std::fprintf(stderr, "usage: hgp_forward_dump [--device cuda] MODEL.onnx INPUT.f32 OUT_DIR\n");
     return 2;
   }
-  return hgp::run(argv[1], argv[2], argv[3]);
+  int a = cuda ? 3 : 1;
+  return hgp::run(argv[a], argv[a + 1], argv[a + 2], cuda);
 }
