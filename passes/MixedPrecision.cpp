@@ -10,7 +10,8 @@
 //   - Parameters stay float32: they are the master weights the optimizer updates. A parameter a
 //     16-bit op reads gets one Cast per step (made before its first use and shared by every use);
 //     its gradient comes back through the Cast as float32, so the optimizer and its state stay
-//     float32. BatchNorm's scale, bias and statistics are float32 operands and get no Cast.
+//     float32. BatchNorm's and LayerNorm's scale, bias and statistics are float32 operands and
+//     get no Cast.
 //   - The loss and the accuracy count read float32 logits: the model's output is cast up, and the
 //     float32 copy takes the output's name (the eval program binds it as eval.logits).
 //   - The data input stays float32 on the host side and is cast once at its first use.

@@ -122,7 +122,7 @@ Status layerNormShapes(const InferContext& ctx, const TensorType& x, Shape& inne
 } // namespace
 
 Status inferLayerNorm(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "X"));
+  HGP_TRY(requireFloat(ctx, 0, "X"));
   Shape inner, stats;
   HGP_TRY(layerNormShapes(ctx, ctx.in(0), inner, stats));
   for (size_t i = 1; i < ctx.numInputs(); ++i)
@@ -134,7 +134,7 @@ Status inferLayerNorm(InferContext& ctx) {
 }
 
 Status inferLayerNormBwd(InferContext& ctx) {
-  HGP_TRY(requireF32(ctx, 0, "dY"));
+  HGP_TRY(requireFloat(ctx, 0, "dY"));
   if (ctx.in(1) != ctx.in(0)) return ctx.fail("dY and X must have the same type");
   Shape inner, stats;
   HGP_TRY(layerNormShapes(ctx, ctx.in(1), inner, stats));

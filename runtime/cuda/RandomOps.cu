@@ -91,9 +91,11 @@ Status applyDropout(CudaArgs& a, const DeviceTensor* iter) {
   });
 }
 
-/// Bernoulli: element i is 1 when its uniform draw is < threshold (= float(p)), else 0.
+/// Bernoulli: element i is 1 when its uniform draw is < threshold (= float(p)), else 0 (both
+/// exact in every float dtype, so a 16-bit mask is the f32 one).
+template <typename T>
 __global__ void bernoulliKernel(uint32_t key0, uint32_t key1, float threshold,
-                                const int64_t* iterPtr, float* y, int64_t n) {
+                                const int64_t* iterPtr, T* y, int64_t n) {
   uint64_t iter = uint64_t(*iterPtr);
   HGP_GRID_LOOP(q, (n + 3) / 4) {
     uint64_t index = uint64_t(q) * 4;
@@ -102,33 +104,37 @@ __global__ void bernoulliKernel(uint32_t key0, uint32_t key1, float threshold,
                          key0, key1);
     uint32_t bits[4] = {r.x, r.y, r.z, r.w};
     for (int k = 0; k < 4 && int64_t(index) + k < n; ++k)
-      y[index + k] = uniformOf(bits[k]) < threshold ? 1.f : 0.f;
+      y[index + k] = fromFloat<T>(uniformOf(bits[k]) < threshold ? 1.f : 0.f);
   }
 }
 
-__global__ void fillKernel(float v, float* y, int64_t n) {
-  HGP_GRID_LOOP(i, n) y[i] = v;
+/// The expectation p, rounded to T as the CPU rounds its f32 result.
+template <typename T> __global__ void fillKernel(float v, T* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(v);
 }
 
 } // namespace
 
 Status execBernoulli(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 2, 1, 1));
-  HGP_TRY(checkDType(a, a.out[0], DType::F32, "result"));
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
   double p = a.attrs().getFloat("p", -1);
   if (!(p >= 0 && p <= 1)) return a.fail("Bernoulli p must be in [0, 1]");
   int64_t n = a.out[0].numel();
-  if (a.in.size() < 2) { // no counter: the expectation
-    fillKernel<<<blocksFor(a, n), kBlock, 0, a.stream>>>(float(p), a.out[0].f32(), n);
-    return checkLaunch(a, "fillKernel");
-  }
-  HGP_TRY(checkScalar(a, a.in[1], DType::I64, "iter"));
+  if (a.in.size() == 2) HGP_TRY(checkScalar(a, a.in[1], DType::I64, "iter"));
   uint64_t seed = uint64_t(a.attrs().getInt("seed", 0)), key = uint64_t(a.attrs().getInt("key", 0));
   uint64_t k = seed ^ (key * 0x9E3779B97F4A7C15ull);
-  bernoulliKernel<<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
-      uint32_t(k), uint32_t(k >> 32), float(p), a.in[1].as<int64_t>(), a.out[0].f32(), n);
-  return checkLaunch(a, "bernoulliKernel");
+  return dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    if (a.in.size() < 2) { // no counter: the expectation
+      fillKernel<T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(float(p), a.out[0].as<T>(), n);
+      return checkLaunch(a, "fillKernel");
+    }
+    bernoulliKernel<T><<<blocksFor(a, (n + 3) / 4), kBlock, 0, a.stream>>>(
+        uint32_t(k), uint32_t(k >> 32), float(p), a.in[1].as<int64_t>(), a.out[0].as<T>(), n);
+    return checkLaunch(a, "bernoulliKernel");
+  });
 }
 
 Status execDropout(CudaArgs& a) {

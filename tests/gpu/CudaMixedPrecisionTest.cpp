@@ -33,16 +33,17 @@ TensorType f32(Shape s) {
   return {DType::F32, std::move(s)};
 }
 
-RunSpec mixedSpec(DType low) {
+RunSpec mixedSpec(DType low, Feeder feed) {
   RunSpec s;
   s.tol = low == DType::BF16 ? 2e-2 : 4e-3;
   s.lossTolOfTerms = s.tol;
+  s.feed = std::move(feed);
   return s;
 }
 
 /// `build` over f32 parameters, in `low` precision, against the CPU.
 void checkMixed(const std::string& what, DType low, std::vector<TensorType> params,
-                const Builder& build, size_t lossTerms = SIZE_MAX) {
+                const Builder& build, size_t lossTerms = SIZE_MAX, Feeder feed = defaultFeed) {
   SCOPED_TRACE(what + " " + dtypeName(low));
   Graph g(what);
   std::vector<Value*> ps;
@@ -68,12 +69,13 @@ void checkMixed(const std::string& what, DType low, std::vector<TensorType> para
   bool half = false;
   for (const PlanTensor& t : e->plan.tensors) half |= t.type.dtype == low;
   ASSERT_TRUE(half) << "the case must run in " << dtypeName(low);
-  runAndCompare(*e, mixedSpec(low));
+  runAndCompare(*e, mixedSpec(low, feed));
 }
 
 void checkBoth(const std::string& what, std::vector<TensorType> params, const Builder& build,
-               size_t lossTerms = SIZE_MAX) {
-  for (DType low : {DType::BF16, DType::F16}) checkMixed(what, low, params, build, lossTerms);
+               size_t lossTerms = SIZE_MAX, Feeder feed = defaultFeed) {
+  for (DType low : {DType::BF16, DType::F16})
+    checkMixed(what, low, params, build, lossTerms, feed);
 }
 
 AttrMap convAttrs(I strides, I pads, I dil, int64_t group) {
@@ -214,6 +216,54 @@ TEST(CudaMixedPrecision, ActivationsAndArithmetic) {
   checkBoth("concat-reshape", {f32({2, 3, 4}), f32({2, 5, 4})}, [](Graph& g, auto& p) {
     Value* c = op1(g, OpKind::Concat, {p[0], p[1]}, attrs({{"axis", int64_t(1)}}));
     return std::vector<Value*>{op1(g, OpKind::Reshape, {c}, attrs({{"shape", I{4, 16}}}))};
+  });
+}
+
+/// The ops of the modern families (ConvNeXt, EfficientNet; issue 23): LayerNorm with 16-bit X
+/// and Y and f32 scale, bias and statistics, over ConvNeXt's channels-last C and other trailing
+/// dims; GELU in both forms; the elementary functions on their domains; stochastic depth's
+/// Bernoulli row mask times a 16-bit block.
+TEST(CudaMixedPrecision, ModernOps) {
+  HGP_REQUIRE_CUDA();
+  for (auto [x, axis] : std::vector<std::pair<Shape, int64_t>>{
+           {{2, 7, 7, 96}, 3}, {{3, 5, 37}, 2}, {{4, 3, 6, 5}, 2}, {{300, 8}, 1}}) {
+    Shape inner(x.begin() + axis, x.end());
+    checkBoth("layernorm " + shapeToString(x) + " axis " + std::to_string(axis),
+              {f32(x), f32(inner), f32(inner)}, [axis = axis](Graph& g, auto& p) {
+                Node* n = addNode(g, OpKind::LayerNorm, {p[0], p[1], p[2]},
+                                  attrs({{"axis", axis}, {"epsilon", 1e-6}}));
+                return std::vector<Value*>{n->output(0)};
+              });
+  }
+  struct Case {
+    OpKind op;
+    std::string approximate;
+    double lo, hi;
+  };
+  for (const Case& c : std::vector<Case>{{OpKind::Gelu, "none", -5, 5},
+                                         {OpKind::Gelu, "tanh", -5, 5},
+                                         {OpKind::Erf, "", -3, 3},
+                                         {OpKind::Exp, "", -3, 3},
+                                         {OpKind::Log, "", 0.1, 4},
+                                         {OpKind::Sqrt, "", 0.1, 4},
+                                         {OpKind::Reciprocal, "", 0.5, 4}}) {
+    AttrMap a;
+    if (!c.approximate.empty()) a.setString("approximate", c.approximate);
+    Feeder feed = [c](const PlanTensor& t, int run) {
+      if (t.name != "p0" || t.type.dtype != DType::F32) return defaultFeed(t, run);
+      return uniformBytes(t.type, hashName(t.name, uint64_t(run) + 17), c.lo, c.hi);
+    };
+    checkBoth(std::string(opName(c.op)) + c.approximate, {f32({3, 4, 37})},
+              [&](Graph& g, auto& p) { return std::vector<Value*>{op1(g, c.op, {p[0]}, a)}; },
+              SIZE_MAX, feed);
+  }
+  checkBoth("stochastic-depth", {f32({8, 3, 5, 5})}, [](Graph& g, auto& p) {
+    Value* it = addValue(g, "iter", TensorRole::State, {DType::I64, {}}, scalarI64(5));
+    Value* row = op1(g, OpKind::ReduceMean, {p[0]},
+                     attrs({{"axes", I{1, 2, 3}}, {"keepdims", int64_t(1)}}));
+    Value* mask = op1(g, OpKind::Bernoulli, {row, it},
+                      attrs({{"p", 0.8}, {"seed", int64_t(3)}, {"key", int64_t(9)}}));
+    return std::vector<Value*>{op1(g, OpKind::Mul, {p[0], mask})};
   });
 }
 
