@@ -1,6 +1,7 @@
 // Unit tests for the importers of the modern CNN families' ops: LayerNormalization, Gelu, the
 // elementary functions, and stochastic depth's random mask (RandomUniformLike + Less + Cast, as
-// torch exports bernoulli_) becoming one Bernoulli.
+// torch exports bernoulli_) becoming one Bernoulli; Pow with a constant exponent and ReduceL2,
+// lowered to the ops that define them.
 #include "frontends/onnx/OnnxImporter.h"
 #include "tests/frontend/OnnxModelBuilder.h"
 
@@ -117,6 +118,66 @@ TEST(OnnxModernOpsTest, ComparisonOfTensorsIsRefusedClearly) {
   std::string e = importError(b);
   EXPECT_NE(e.find("node 'cmp' (Less)"), std::string::npos) << e;
   EXPECT_NE(e.find("RandomUniformLike draw and a constant"), std::string::npos) << e;
+}
+
+/// Pow(x, e) for a constant e becomes the ops PyTorch's pow kernel uses for it.
+TEST(OnnxModernOpsTest, PowWithAConstantExponentIsLowered) {
+  struct Case {
+    float e;
+    int mul, sqrt, reciprocal;
+  };
+  for (Case c : {Case{2, 1, 0, 0}, Case{3, 2, 0, 0}, Case{0.5f, 0, 1, 0}, Case{-1, 0, 0, 1},
+                 Case{-0.5f, 0, 1, 1}, Case{-2, 1, 0, 1}}) {
+    SCOPED_TRACE(c.e);
+    OnnxModelBuilder b;
+    b.input("x", {2, 3});
+    b.constantF32("e", {}, {c.e});
+    b.node("Pow", {"x", "e"}, {"y"}, "pow");
+    b.output("y");
+    auto g = importOk(b);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(countOps(*g, OpKind::Mul), c.mul);
+    EXPECT_EQ(countOps(*g, OpKind::Sqrt), c.sqrt);
+    EXPECT_EQ(countOps(*g, OpKind::Reciprocal), c.reciprocal);
+    EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 3}));
+  }
+}
+
+TEST(OnnxModernOpsTest, PowRefusesExponentsItCannotLower) {
+  for (float e : {1.5f, 4.f}) {
+    OnnxModelBuilder b;
+    b.input("x", {2, 3});
+    b.constantF32("e", {}, {e});
+    b.node("Pow", {"x", "e"}, {"y"}, "pow");
+    b.output("y");
+    std::string err = importError(b);
+    EXPECT_NE(err.find("node 'pow' (Pow)"), std::string::npos) << err;
+    EXPECT_NE(err.find("constant exponent of 1, 2, 3, 0.5"), std::string::npos) << err;
+  }
+  OnnxModelBuilder b;
+  b.input("x", {2, 3});
+  b.input("e", {2, 3});
+  b.node("Pow", {"x", "e"}, {"y"}, "pow");
+  b.output("y");
+  std::string err = importError(b);
+  EXPECT_NE(err.find("pow"), std::string::npos) << err;
+}
+
+TEST(OnnxModernOpsTest, ReduceL2IsTheRootOfTheSumOfSquares) {
+  OnnxModelBuilder b;
+  b.input("x", {2, 3, 4});
+  auto& r = b.node("ReduceL2", {"x"}, {"y"}, "l2");
+  test::setInts(r, "axes", {-1});
+  setInt(r, "keepdims", 0);
+  b.output("y");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  const Node* sum = findOp(*g, OpKind::ReduceSum);
+  ASSERT_TRUE(sum);
+  EXPECT_EQ(sum->attrs().getInts("axes"), (std::vector<int64_t>{2}));
+  EXPECT_EQ(sum->input(0)->producer()->op(), OpKind::Mul);
+  EXPECT_EQ(countOps(*g, OpKind::Sqrt), 1);
+  EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 3}));
 }
 
 } // namespace

@@ -1,7 +1,12 @@
-// Importers for broadcasting arithmetic: Add, Sub, Mul, Div and Sum. When every operand is known
-// at compile time (shape chains such as "channels / groups"), the result is folded instead.
+// Importers for broadcasting arithmetic: Add, Sub, Mul, Div, Sum and Pow. When every operand is
+// known at compile time (shape chains such as "channels / groups"), the result is folded instead.
+// Pow with a run-time base and a constant exponent is lowered to the ops PyTorch's own pow kernel
+// uses for that exponent (x * x for 2, sqrt for 0.5, ...), so it trains through their gradients;
+// the layer norm of an opset < 17 export writes Pow(x - mean, 2).
 #include "ir/OpInfo.h"
 #include "frontends/onnx/importers/Importers.h"
+
+#include <cmath>
 
 namespace hgp {
 
@@ -25,6 +30,8 @@ int64_t applyInt(char op, int64_t a, int64_t b) {
     return int64_t(ua - ub);
   case '*':
     return int64_t(ua * ub);
+  case '^':
+    return int64_t(std::llround(std::pow(double(a), double(b))));
   default:
     return (a == INT64_MIN && b == -1) ? a : a / b;
   }
@@ -38,6 +45,8 @@ double applyFloat(char op, double a, double b) {
     return a - b;
   case '*':
     return a * b;
+  case '^':
+    return std::pow(a, b);
   default:
     return a / b;
   }
@@ -159,6 +168,68 @@ Status importSum(OnnxNode& n) {
   }
   HGP_ASSIGN_OR_RETURN(Node * node, n.emit(OpKind::Sum, ins, {}));
   n.setOutput(0, node->output(0));
+  return Status::ok();
+}
+
+namespace {
+
+/// The one value of a constant exponent (every element equal), or nullopt.
+std::optional<double> uniformValue(const TensorData& t) {
+  int64_t n = t.type.numElements();
+  if (n == 0) return std::nullopt;
+  double v = readDouble(t, 0);
+  for (int64_t i = 1; i < n; ++i)
+    if (readDouble(t, i) != v) return std::nullopt;
+  return v;
+}
+
+} // namespace
+
+Status importPow(OnnxNode& n) {
+  TensorDataPtr kx = n.known(0), ky = n.known(1);
+  if (kx && ky) {
+    HGP_ASSIGN_OR_RETURN(TensorDataPtr r, foldBinary(n, '^', *kx, *ky));
+    n.setKnownOutput(0, r);
+    return Status::ok();
+  }
+  const char* supported = "hgpc lowers Pow with a constant exponent of 1, 2, 3, 0.5, -0.5, -1 or -2";
+  if (!ky) return n.fail(std::string("an exponent computed at run time is not supported; ") + supported);
+  std::optional<double> e = uniformValue(*ky);
+  if (!e || !(*e == 1 || *e == 2 || *e == 3 || *e == 0.5 || *e == -0.5 || *e == -1 || *e == -2))
+    return n.fail(std::string("exponent ") + (e ? std::to_string(*e) : "with differing elements") +
+                  " is not supported; " + supported);
+  HGP_ASSIGN_OR_RETURN(Value * x, n.input(0));
+  if (!isFloatDType(x->dtype()))
+    return n.fail(std::string("Pow of a ") + dtypeName(x->dtype()) + " tensor is not supported");
+  auto op = [&](OpKind k, std::vector<Value*> in) -> Expected<Value*> {
+    HGP_ASSIGN_OR_RETURN(Node * node, n.emit(k, std::move(in), {}));
+    return node->output(0);
+  };
+  Value* y = x;
+  double m = std::fabs(*e);
+  if (m == 0.5) {
+    HGP_ASSIGN_OR_RETURN(y, op(OpKind::Sqrt, {x}));
+  } else if (m >= 2) { // as PyTorch's pow: x * x, and (x * x) * x
+    HGP_ASSIGN_OR_RETURN(y, op(OpKind::Mul, {x, x}));
+    if (m == 3) {
+      HGP_ASSIGN_OR_RETURN(y, op(OpKind::Mul, {y, x}));
+    }
+  }
+  if (*e < 0) {
+    HGP_ASSIGN_OR_RETURN(y, op(OpKind::Reciprocal, {y}));
+  }
+  HGP_ASSIGN_OR_RETURN(Shape out, broadcastShapes(x->shape(), ky->type.shape));
+  if (out != y->shape()) { // a constant exponent of higher rank broadcasts the result
+    AttrMap a;
+    a.setInts("shape", out);
+    HGP_ASSIGN_OR_RETURN(Node * node, n.emit(OpKind::Expand, {y}, a));
+    y = node->output(0);
+  }
+  if (y == x) {
+    n.aliasOutput(0, 0);
+    return Status::ok();
+  }
+  n.setOutput(0, y);
   return Status::ok();
 }
 
