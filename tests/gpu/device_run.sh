@@ -217,6 +217,11 @@ PY
     # exporters, stochastic depth on: compile and train 3 steps on CUDA (tests/gpu/modern_export.py).
     python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" > "$OUT/modern.log" 2>&1
     rc=$?; check $rc "modern"
+    # The same exports in bf16 (LayerNorm, GELU and the Bernoulli mask run 16-bit on CUDA).
+    python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" --precision bf16 \
+      > "$OUT/modern_bf16.log" 2>&1
+    rc=$?; check $rc "modern bf16"
+    grep '^{' "$OUT/modern_bf16.log" | cut -c1-300 | sed 's/^/bf16 /' | tee -a "$summary"
     note "modern families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
     grep '^{' "$OUT/modern.log" | cut -c1-300 | tee -a "$summary"
     ;;
@@ -363,7 +368,7 @@ PY
     ;;
   parity16)
     # bf16 3-step parity against PyTorch's CUDA autocast (tests/parity/mixed_precision.py).
-    for m in lenet5 resnet18; do
+    for m in lenet5 resnet18 convnext_reduced; do
       python3 -W ignore tests/parity/mixed_precision.py --model "$m" --device cuda --hgpc "$(command -v hgpc)" \
         > "$OUT/parity16_$m.log" 2>&1
       rc=$?; check $rc "parity16 $m"

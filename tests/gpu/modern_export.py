@@ -63,6 +63,7 @@ def main():
     # failed with "[8,24,56,56] and [2,1,1,1] do not broadcast").
     ap.add_argument("--export-batch", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--precision", default="tf32", help="hgpc compile --precision (tf32, bf16, ...)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     failed = 0
@@ -82,7 +83,8 @@ def main():
                     continue
                 exe = os.path.join(work, "train")
                 p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(args.batch),
-                                    "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"],
+                                    "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9",
+                                    "--precision", args.precision],
                                    capture_output=True, text=True)
                 row["warnings"] = [l for l in p.stderr.splitlines() if "warning" in l]
                 if p.returncode != 0:
