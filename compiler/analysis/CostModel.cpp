@@ -31,21 +31,41 @@ StepCost stepCost(const Target& t, const Plan& plan, const PlanStep& step,
   c.waves = waves(t, c.launch);
   // Only convolutions and matrix products run on tensor cores; the rest is FP32 arithmetic.
   double peak = w.gemm ? t.peak(precision) : t.fp32;
+  bool tf32 = w.gemm && precision == Precision::TF32 && t.tf32 > 0;
+  double efficiency = tf32 ? cal.tf32ComputeEfficiency : cal.computeEfficiency;
   // Tensor-core kernels compute whole tiles, also where the GEMM only partly fills them.
   double work = w.flops;
   if (w.gemm) {
     auto up = [](int64_t v) { int64_t t = gemmTile(v); return double((v + t - 1) / t * t); };
     work = 2.0 * up(w.m) * up(w.n) * double(w.k) * double(w.groups);
   }
-  double compute = work / (peak * cal.computeEfficiency);
-  double memory = w.bytes / (t.memBandwidth * cal.memoryEfficiency);
+  double bandwidth = t.memBandwidth * cal.memoryEfficiency;
+  double compute = work / (peak * efficiency);
+  double memory = w.bytes / bandwidth;
   double quantization = 1;
   if (std::isfinite(c.waves) && c.waves > 0 && c.waves < 8) quantization = std::ceil(c.waves) / c.waves;
   c.flops = w.flops;
   c.bytes = w.bytes;
-  c.seconds = t.launchSeconds + (w.gemm ? cal.gemmFixedSeconds : 0) +
-              std::max(compute * quantization, memory);
+  double roofline = std::max(compute * quantization, memory);
+  c.launchSeconds = t.launchSeconds;
+  c.seconds = t.launchSeconds + cal.kernelSeconds + (w.gemm ? cal.gemmFixedSeconds : 0) + roofline;
+  if (c.launch.splitK > 1) {
+    // Split-K: each block writes its partial tile in f32 and a second kernel adds them up.
+    double partials = 2.0 * double(c.launch.splitK) * double(w.m) * double(w.n) *
+                      double(w.groups) * 4.0 / bandwidth;
+    memory += partials;
+    roofline += partials;
+    c.seconds += t.launchSeconds + cal.kernelSeconds + partials;
+    c.launchSeconds += t.launchSeconds;
+  }
+  c.bandwidthShare = roofline > 0 ? std::min(1.0, memory / roofline) : 0;
   return c;
+}
+
+double busySeconds(const StepCost& c) { return std::max(0.0, c.seconds - c.launchSeconds); }
+
+double gpuUse(const Target& t, const StepCost& c) {
+  return std::max(gpuShare(t, c.launch), c.bandwidthShare);
 }
 
 ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& program,
@@ -63,14 +83,18 @@ ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& pr
     pc.steps.push_back(stepCost(t, plan, s, precision, cal));
     // Consecutive optimizer updates are one multi-tensor launch on the GPU: one launch cost.
     bool optimizer = s.op == OpKind::SgdUpdate || s.op == OpKind::AdamUpdate;
-    if (optimizer && i > 0 && program.steps[i - 1].op == s.op)
-      pc.steps.back().seconds = std::max(0.0, pc.steps.back().seconds - t.launchSeconds);
+    if (optimizer && i > 0 && program.steps[i - 1].op == s.op) {
+      StepCost& c = pc.steps.back();
+      c.seconds = std::max(0.0, c.seconds - t.launchSeconds - cal.kernelSeconds);
+      c.launchSeconds = 0;
+    }
     if (measured) {
       const StepMeasurement& m = measured->steps[i];
       StepCost& c = pc.steps.back();
       c.measured = true;
       c.kernels = m.kernels;
       c.seconds = m.busySeconds + m.launches * gap;
+      c.launchSeconds = std::min(c.seconds, m.launches * gap);
       if (m.blocks > 0) {
         c.launch = LaunchShape{m.blocks, m.threads, m.regs, m.smem};
         c.blocksPerSm = blocksPerSm(t, c.launch);

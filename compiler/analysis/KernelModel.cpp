@@ -49,13 +49,20 @@ bool coResident(const Target& t, const std::vector<LaunchShape>& ks) {
 }
 
 double concurrentSeconds(const Target& t, const std::vector<LaunchShape>& ks,
-                         const std::vector<double>& soloSeconds) {
-  double longest = 0, shared = 0;
+                         const std::vector<double>& soloSeconds,
+                         const std::vector<double>& bandwidthShares,
+                         const std::vector<double>& launchSeconds) {
+  double longest = 0, shared = 0, launches = 0;
   for (size_t i = 0; i < ks.size() && i < soloSeconds.size(); ++i) {
-    longest = std::max(longest, soloSeconds[i]);
-    shared += soloSeconds[i] * gpuShare(t, ks[i]);
+    double launch = i < launchSeconds.size() ? std::min(launchSeconds[i], soloSeconds[i]) : 0;
+    double busy = soloSeconds[i] - launch;
+    double share = gpuShare(t, ks[i]);
+    if (i < bandwidthShares.size()) share = std::max(share, std::min(1.0, bandwidthShares[i]));
+    longest = std::max(longest, busy);
+    shared += busy * share;
+    launches += launch;
   }
-  return std::max(longest, shared);
+  return launches + std::max(longest, shared);
 }
 
 int64_t gemmTile(int64_t v) {
@@ -77,16 +84,18 @@ LaunchShape estimateLaunch(const Target& t, const Plan& plan, const PlanStep& st
     k.regs = 128;
     k.smem = int64_t(64) << 10;
     // Too few output tiles to fill the GPU and a long reduction: the libraries split the
-    // reduction across blocks (split-K), in chunks of at least 256, choosing the split that
-    // wastes the least of the last wave: the fewest waves per unit of reduction, ceil(waves) / s.
+    // reduction across blocks (split-K), in chunks of at least 256 and up to the split that
+    // fills one wave, choosing the split that wastes the least of the last wave: the fewest
+    // waves per unit of reduction, ceil(waves) / s.
     int64_t capacity = int64_t(t.sms) * std::max(1, blocksPerSm(t, k));
-    int64_t best = 1;
+    int64_t best = 1, fill = (capacity + tiles - 1) / tiles;
     double bestCost = double((tiles + capacity - 1) / capacity);
-    for (int64_t split = 2; split <= 16 && w.k / split >= 256; ++split) {
+    for (int64_t split = 2; split <= fill && w.k / split >= 256; ++split) {
       double cost = double((tiles * split + capacity - 1) / capacity) / double(split);
       if (cost < bestCost - 1e-12) best = split, bestCost = cost;
     }
     k.blocks = tiles * best;
+    k.splitK = best;
     return k;
   }
   // Grid-stride kernels: enough blocks of 256 threads to fill the GPU, at most one element per

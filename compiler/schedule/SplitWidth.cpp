@@ -31,8 +31,9 @@ double splitSeconds(const Target& t, const Plan& plan, const PlanStep& step, int
     if (!add(o, step.op != OpKind::ConvBwdFilter, s.outputs)) return 0;
   StepCost one = stepCost(t, part, s, precision, cal);
   if (k == 1) return one.seconds;
-  return concurrentSeconds(t, std::vector<LaunchShape>(size_t(k), one.launch),
-                           std::vector<double>(size_t(k), one.seconds));
+  auto each = [&](double v) { return std::vector<double>(size_t(k), v); };
+  return concurrentSeconds(t, std::vector<LaunchShape>(size_t(k), one.launch), each(one.seconds),
+                           each(one.bandwidthShare), each(one.launchSeconds));
 }
 
 int chooseSplitWidth(const Target& t, const Plan& plan, const PlanStep& step,

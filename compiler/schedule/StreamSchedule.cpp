@@ -78,7 +78,8 @@ StreamSchedule scheduleStreams(const Target& t, const Plan& plan, const PlanProg
     double seconds = cost.steps[i].seconds;
     bool collective = program.steps[i].op == OpKind::AllReduce;
     // A collective occupies the links and a few SMs, not the GPU's arithmetic.
-    if (!collective) area += seconds * gpuShare(t, cost.steps[i].launch);
+    if (!collective)
+      area += cost.steps[i].launchSeconds + busySeconds(cost.steps[i]) * gpuUse(t, cost.steps[i]);
     int chosen = -1, via = -1;
     if (collective) {
       if (commStream < 0) {

@@ -303,30 +303,32 @@ TEST(BatchSlicing, SlicesOfOneTensorAreIndependentForTheStreamSchedule) {
 }
 
 TEST(BatchSlicing, TheAnalyzersChoicesNeverSlowTheScheduleDown) {
-  // ResNet-18's layer4.0 at 28x28, batch 32: relu, then a strided 3x3 conv 256 -> 512 on 7x7
-  // (few output tiles: the analyzer splits it 8 ways). What is kept must not make the predicted
-  // schedule slower than the plain program's; with 8 streams the split is kept, with one it
-  // cannot pay.
+  // Batch 32 in fp32 (no tensor cores): relu, then a 3x3 conv 48 -> 128 on 34x34. Its implicit
+  // GEMM has M = 32 x 1156 = 36,992 rows (289 tiles of 128), N = 128 and a reduction of 432, too
+  // short for split-K, so it runs 1.09 waves of the H200's 264 block slots and pays for two,
+  // compute-bound. Quarters of 73 blocks each leave SMs to one another, and the analyzer splits
+  // it; the relu before it is split along, at four launches for one. What is kept must not make
+  // the predicted schedule slower than the plain program's; with 8 streams the split is kept,
+  // with one it cannot pay.
   PlanBuilder b;
   b.plan.meta.setInt("batch", 32);
-  int64_t in = 32 * 256 * 49 * 4;
-  int x = b.tensor("x", {32, 256, 7, 7}, 0);
-  int w = b.tensor("w", {512, 256, 3, 3}, 0, StorageClass::Persistent, TensorRole::Param);
-  int r = b.tensor("r", {32, 256, 7, 7}, in);
-  int y = b.tensor("y", {32, 512, 4, 4}, 2 * in);
-  AttrMap strided = convAttrs();
-  strided.setInts("strides", {2, 2});
+  int64_t in = 32 * 48 * 1156 * 4;
+  int x = b.tensor("x", {32, 48, 34, 34}, 0);
+  int w = b.tensor("w", {128, 48, 3, 3}, 0, StorageClass::Persistent, TensorRole::Param);
+  int r = b.tensor("r", {32, 48, 34, 34}, in);
+  int y = b.tensor("y", {32, 128, 34, 34}, 2 * in);
   b.step(OpKind::Relu, {x}, {r});
-  b.step(OpKind::Conv, {r, w}, {y}, strided);
+  b.step(OpKind::Conv, {r, w}, {y}, convAttrs());
   Target t = *findTarget("h200");
   for (int streams : {1, 8}) {
     SliceOptions o;
     o.target = &t;
     o.maxStreams = streams;
+    o.precision = Precision::FP32;
     Plan p = b.plan;
     SliceResult res = sliceBatches(p, o);
     auto predicted = [&](const Plan& q) {
-      ProgramCost c = programCost(t, q, q.programs[0], Precision::TF32);
+      ProgramCost c = programCost(t, q, q.programs[0], Precision::FP32);
       return scheduleStreams(t, q, q.programs[0], c, streams).sharedSeconds;
     };
     EXPECT_LE(predicted(p), predicted(b.plan)) << streams << " streams";

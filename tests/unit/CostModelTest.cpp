@@ -154,8 +154,10 @@ TEST(CostModel, SerialSumAndCriticalPath) {
                 step(OpKind::Relu, {0}, {3})};
   ProgramCost c = programCost(t, p, prog, Precision::TF32);
   ASSERT_EQ(c.steps.size(), 3u);
-  // Each: 8 MiB moved at the calibrated fraction of 1 TB/s plus 1 us of launch.
-  double each = 1e-6 + 8.0 * (1 << 20) / (1e12 * CostCalibration().memoryEfficiency);
+  // Each: 8 MiB moved at the calibrated fraction of 1 TB/s plus 1 us of launch and the fixed
+  // cost of a kernel.
+  CostCalibration cal;
+  double each = 1e-6 + cal.kernelSeconds + 8.0 * (1 << 20) / (1e12 * cal.memoryEfficiency);
   EXPECT_NEAR(c.steps[0].seconds, each, 1e-12);
   EXPECT_NEAR(c.serialSeconds, 3 * each, 1e-12);
   EXPECT_NEAR(c.criticalPathSeconds, 2 * each, 1e-12);
@@ -173,6 +175,37 @@ TEST(CostModel, TensorCoresOnlyForConvolutionsAndFasterThanFp32) {
   // A ReLU costs the same in either mode.
   PlanStep relu = step(OpKind::Relu, {0}, {2});
   EXPECT_DOUBLE_EQ(stepCost(t, p, relu, Precision::TF32).seconds, stepCost(t, p, relu, Precision::FP32).seconds);
+}
+
+TEST(KernelModel, SplitKFillsOneWave) {
+  Target t = fakeTarget(); // 10 SMs; 128-register, 64 KiB GEMM blocks: 1 per SM, 10 slots
+  // A weight gradient of a 1x1 conv 64 -> 64 over 2 x 64 x 64 pixels: one 64 x 64 output tile
+  // and a reduction of 8,192. Splitting it 10 ways fills the 10 slots (chunks of 819 >= 256).
+  Plan p = planOf({{2, 64, 64, 64}, {2, 64, 64, 64}, {64, 64, 1, 1}});
+  PlanStep wgrad = step(OpKind::ConvBwdFilter, {0, 1}, {2});
+  LaunchShape k = estimateLaunch(t, p, wgrad);
+  int per = blocksPerSm(t, k);
+  ASSERT_GT(per, 0);
+  EXPECT_EQ(k.splitK, 10 / per);
+  EXPECT_EQ(k.blocks, k.splitK);
+  // The partial tiles (split x 64 x 64 x 4 bytes, written and read once) cost a second kernel.
+  StepCost c = stepCost(t, p, wgrad, Precision::TF32);
+  CostCalibration cal;
+  double partials = 2.0 * double(k.splitK) * 64 * 64 * 4 / (t.memBandwidth * cal.memoryEfficiency);
+  EXPECT_NEAR(c.launchSeconds, 2 * t.launchSeconds, 1e-15);
+  EXPECT_GT(c.seconds, 2 * (t.launchSeconds + cal.kernelSeconds) + partials);
+}
+
+TEST(KernelModel, ConcurrentKernelsShareTheBandwidthAndTheLaunches) {
+  Target t = fakeTarget();
+  LaunchShape quarter = shape(20, 256, 32, 0); // 20 of 80 slots
+  // By their SMs four quarters overlap in full; streaming at the whole bandwidth they do not.
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {quarter, quarter}, {1e-3, 1e-3}), 1e-3);
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {quarter, quarter}, {1e-3, 1e-3}, {1.0, 1.0}), 2e-3);
+  EXPECT_DOUBLE_EQ(concurrentSeconds(t, {quarter, quarter}, {1e-3, 1e-3}, {0.5, 0.5}), 1e-3);
+  // Launch gaps add up: 2 x 0.1 ms of launches plus the overlapped 0.9 ms.
+  EXPECT_NEAR(concurrentSeconds(t, {quarter, quarter}, {1e-3, 1e-3}, {}, {1e-4, 1e-4}), 1.1e-3,
+              1e-15);
 }
 
 TEST(Target, KnownAndUnknownNames) {

@@ -238,10 +238,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "dot"}));
   std::vector<double> calibration;
   plan->add_option("--calibration", calibration,
-                   "expert: the cost model's compute and memory efficiencies and the fixed "
-                   "microseconds per GEMM kernel, for fitting it (bench/prediction.py)")
+                   "expert: the cost model's compute and memory efficiencies, the fixed "
+                   "microseconds per GEMM kernel and optionally the TF32 compute efficiency and "
+                   "the fixed microseconds per kernel, for fitting it (bench/prediction.py)")
       ->delimiter(',')
-      ->expected(3);
+      ->expected(3, 5);
   plan->add_option("--max-streams", maxStreams, "streams the schedule may use (1: one stream)")
       ->check(CLI::Range(1, kMaxPlanStreams));
   addPrecisionOption(plan, co.precision, "tf32 (default), fp32, bf16 or fp16");
@@ -317,8 +318,13 @@ int main(int argc, char** argv) {
     co.target = target;
     co.maxStreams = maxStreams;
     CostCalibration cal;
-    if (calibration.size() == 3)
-      cal = {calibration[0], calibration[1], calibration[2] * 1e-6};
+    if (calibration.size() >= 3) {
+      cal.computeEfficiency = calibration[0];
+      cal.memoryEfficiency = calibration[1];
+      cal.gemmFixedSeconds = calibration[2] * 1e-6;
+    }
+    if (calibration.size() >= 4) cal.tf32ComputeEfficiency = calibration[3];
+    if (calibration.size() >= 5) cal.kernelSeconds = calibration[4] * 1e-6;
     return runPlan(co, maxStreams, cal, planEmit == "dot");
   }
   co.training = !forwardOnly;
