@@ -76,7 +76,8 @@ private:
       skip.push_back(c.next);
     }
     ViewPlan views;
-    if (opts_.views) views = findViews(g, std::set<const Value*>(skip.begin(), skip.end()));
+    if (opts_.views)
+      views = findViews(g, std::set<const Value*>(skip.begin(), skip.end()), opts_.stridedViews);
     MemoryPlan mem = planMemory(g, skip, opts_.reuseMemory, &views);
     out_.plan.transientBytes = std::max(out_.plan.transientBytes, mem.arenaBytes);
 
@@ -115,12 +116,16 @@ private:
         out_.plan.tensors.push_back(std::move(t));
         step.outputs.push_back(index[v]);
       }
+      auto copy = views.copies.find(n);
+      if (copy != views.copies.end()) step.attrs.setString("copy", copy->second);
       if (!views.elided.count(n)) prog.steps.push_back(std::move(step));
     }
     for (const auto& [v, view] : views.views) {
       PlanTensor& t = out_.plan.tensors[size_t(index.at(v))];
       t.alias = view.kind;
       t.aliasOf = index.at(view.parent);
+      t.row = view.row;
+      t.pitch = view.pitch;
     }
     for (const auto& [bindName, valueName] : src.bindings) {
       const Value* v = g.findValue(valueName);

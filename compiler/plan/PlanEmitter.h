@@ -39,6 +39,10 @@ struct EmitOptions {
   /// Off (`--no-views`): every Reshape, Slice, Split and Concat runs as a copy step; on, those
   /// that can be views (compiler/analysis/Views.h) run no step, and their tensors share bytes.
   bool views = true;
+  /// On (`--strided-views`): channel ranges of a batch become pitched views where every step
+  /// that touches them accepts one (compiler/analysis/Views.h); the Concats, Splits and Slices
+  /// that stay copies say why in a `copy` attribute.
+  bool stridedViews = false;
 };
 
 struct EmittedPlan {

@@ -22,8 +22,10 @@ inline void appendByteRanges(const Plan& plan, const std::vector<int>& tensors,
                              std::vector<ByteRange>& out) {
   for (int t : tensors) {
     const PlanTensor& pt = plan.tensors[size_t(t)];
+    // A pitched view touches every row of its span (and not the gaps between them, which belong
+    // to the other parts of its parent); the span stands for it, an over-approximation.
     if (pt.bytes() > 0)
-      out.push_back({pt.storage == StorageClass::Persistent, pt.offset, pt.offset + pt.bytes()});
+      out.push_back({pt.storage == StorageClass::Persistent, pt.offset, pt.offset + pt.spanBytes()});
   }
 }
 

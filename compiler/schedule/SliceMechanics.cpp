@@ -30,8 +30,12 @@ Node node(const Plan& plan, const PlanStep& s, StepSlicing info, int member, boo
 bool SliceBuilder::divides(const PlanStep& s, const BatchOperands& b, int n) const {
   if (n < 1 || b.batch % n) return false;
   auto ok = [&](const std::vector<int>& ts, const std::vector<bool>& batched) {
+    // A pitched view (a channel range of a Concat written in place) is not cut: its rows are
+    // not its bytes, and a slice of it would be a pitched tensor that is no view.
     for (size_t i = 0; i < ts.size(); ++i)
-      if (batched[i] && (plan_.tensors[size_t(ts[i])].bytes() / n) % 64) return false;
+      if (batched[i] && ((plan_.tensors[size_t(ts[i])].bytes() / n) % 64 ||
+                         plan_.tensors[size_t(ts[i])].pitched()))
+        return false;
     return true;
   };
   return ok(s.inputs, b.in) && ok(s.outputs, b.out);

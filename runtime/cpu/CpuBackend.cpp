@@ -4,6 +4,10 @@
 // gets float32 copies of them (widened exactly), and its 16-bit results are rounded back to
 // nearest even when it returns: "store 16-bit, compute in f32". Cast converts by itself.
 //
+// Pitched views (PlanTensor::row/pitch: a channel range of a Concat written in place, a Split
+// read in place) are gathered into dense copies before the step and its pitched results
+// scattered back after it, so every executor sees dense tensors, whatever the op.
+//
 // Channels-last steps (layout="nhwc", runtime/plan/Layout.h) run the NCHW executor on
 // channels-first copies of their rank-4 operands, and their rank-4 results are permuted back: the
 // reference stays one obviously right executor per op.
@@ -62,29 +66,34 @@ public:
       args.out.reserve(step.outputs.size());
       for (int i : step.inputs) args.in.push_back(views_[size_t(i)]);
       for (int o : step.outputs) args.out.push_back(views_[size_t(o)]);
+      gathered_.clear();
+      for (size_t j = 0; j < args.in.size(); ++j) gather(step.inputs[j], args.in[j]);
+      for (size_t j = 0; j < args.out.size(); ++j) gather(step.outputs[j], args.out[j]);
       // Cast, CastGroup and FusedElementwise read and write 16-bit storage themselves (the fused
       // program rounds each intermediate where the unfused ops did).
       if (step.op == OpKind::Cast || step.op == OpKind::CastGroup ||
           step.op == OpKind::FusedElementwise || !touchesHalf(args)) {
         HGP_TRY(execute(args));
+        scatter(step.outputs);
         continue;
       }
       widened_.clear();
       for (auto& v : args.in) v = widen(v);
       for (auto& v : args.out) v = widen(v);
       HGP_TRY(execute(args));
-      for (int o : step.outputs) narrow(views_[size_t(o)]);
+      for (int o : step.outputs) narrow(stored(o));
+      scatter(step.outputs);
     }
     return Status::ok();
   }
 
   Status read(int tensor, void* dst) override {
-    std::memcpy(dst, address(tensor), size_t(plan_->tensors[size_t(tensor)].bytes()));
+    copyPitched(plan_->tensors[size_t(tensor)], address(tensor), dst, true);
     return Status::ok();
   }
 
   Status write(int tensor, const void* src) override {
-    std::memcpy(address(tensor), src, size_t(plan_->tensors[size_t(tensor)].bytes()));
+    copyPitched(plan_->tensors[size_t(tensor)], address(tensor), const_cast<void*>(src), false);
     return Status::ok();
   }
 
@@ -123,6 +132,49 @@ private:
     HGP_TRY(kExec[int(args.step.op)](args));
     for (Copy* c : results) permuteChannels(c->buf.data(), c->data, c->nchw, c->elem, true);
     return Status::ok();
+  }
+
+  /// Copies tensor `t` (stored at `at`) to dense `dense` (`toDense`) or back, row by row when
+  /// it is pitched.
+  static void copyPitched(const PlanTensor& t, void* at, void* dense, bool toDense) {
+    if (!t.pitched()) {
+      std::memcpy(toDense ? dense : at, toDense ? at : dense, size_t(t.bytes()));
+      return;
+    }
+    int64_t e = dtypeSize(t.type.dtype), rows = t.type.numElements() / t.row;
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* s = static_cast<uint8_t*>(at) + r * t.pitch * e;
+      uint8_t* d = static_cast<uint8_t*>(dense) + r * t.row * e;
+      std::memcpy(toDense ? d : s, toDense ? s : d, size_t(t.row * e));
+    }
+  }
+
+  /// Points `v` at a dense copy of tensor `i` when it is pitched (one copy per tensor a step).
+  void gather(int i, cpu::TensorView& v) {
+    const PlanTensor& t = plan_->tensors[size_t(i)];
+    if (!t.pitched()) return;
+    for (Gathered& g : gathered_)
+      if (g.tensor == i) return void(v.data = g.buf.data());
+    Gathered& g = gathered_.emplace_back();
+    g.tensor = i;
+    g.buf.resize(size_t(t.bytes()));
+    copyPitched(t, address(i), g.buf.data(), true);
+    v.data = g.buf.data();
+  }
+
+  /// The view of tensor `i` as this step's executor saw it (its dense copy when pitched).
+  cpu::TensorView stored(int i) const {
+    cpu::TensorView v = views_[size_t(i)];
+    for (const Gathered& g : gathered_)
+      if (g.tensor == i) v.data = const_cast<uint8_t*>(g.buf.data());
+    return v;
+  }
+
+  /// Writes the step's pitched results back from their dense copies.
+  void scatter(const std::vector<int>& outputs) {
+    for (int o : outputs)
+      for (Gathered& g : gathered_)
+        if (g.tensor == o) copyPitched(plan_->tensors[size_t(o)], address(o), g.buf.data(), false);
   }
 
   static Status allocate(std::unique_ptr<uint8_t, FreeDeleter>& buf, int64_t bytes) {
@@ -188,6 +240,11 @@ private:
     std::vector<float> buf;
   };
   std::vector<Widened> widened_;
+  struct Gathered {
+    int tensor = -1;
+    std::vector<uint8_t> buf;
+  };
+  std::vector<Gathered> gathered_;
 
   const Plan* plan_ = nullptr;
   std::unique_ptr<uint8_t, FreeDeleter> persistent_, transient_;

@@ -41,8 +41,10 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
 /// intermediates.
 constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6;
 
-/// Dense strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost).
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLast) {
+/// Strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost, pixels `pitch`
+/// elements apart when it is not 0, a pitched view; C apart otherwise).
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLast,
+                               int64_t pitch = 0) {
   std::vector<int64_t> strides(dims.size());
   std::vector<size_t> order(dims.size()); // innermost first
   for (size_t i = 0; i < dims.size(); ++i) order[i] = dims.size() - 1 - i;
@@ -55,14 +57,14 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLa
   int64_t s = 1;
   for (size_t i : order) {
     strides[i] = s;
-    s *= dims[i];
+    s *= channelsLast && pitch && i == 1 ? pitch : dims[i];
   }
   return strides;
 }
 
 Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type,
-              bool channelsLast, bool isVirtual = false) {
-  std::vector<int64_t> strides = stridesOf(dims, channelsLast);
+              bool channelsLast, bool isVirtual = false, int64_t pitch = 0) {
+  std::vector<int64_t> strides = stridesOf(dims, channelsLast, pitch);
   int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
   HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
   if (isVirtual) HGP_TRY(set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual));
@@ -154,9 +156,9 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
   if (epilogue.any() && (phase != ConvPhase::Forward || beta != 0.f))
     return Status(ErrorCode::Internal, "only a forward convolution that overwrites its result takes an epilogue");
   auto d = std::make_shared<ConvGraphDescriptors>();
-  HGP_TRY(tensor(d->x, kX, g.x, g.dataType, g.channelsLast));
+  HGP_TRY(tensor(d->x, kX, g.x, g.dataType, g.channelsLast, false, g.xPitch));
   HGP_TRY(tensor(d->w, kW, g.w, g.dataType, g.channelsLast));
-  HGP_TRY(tensor(d->y, kY, g.y, g.dataType, g.channelsLast));
+  HGP_TRY(tensor(d->y, kY, g.y, g.dataType, g.channelsLast, false, g.yPitch));
   // With an epilogue the convolution writes a virtual float tensor the pointwise ops read.
   Desc& convY = epilogue.any() ? d->convOut : d->y;
   if (epilogue.any())

@@ -28,6 +28,10 @@ struct ConvGeometry {
   /// x, w and y are stored channels-last (layout="nhwc", runtime/plan/Layout.h); the dims above
   /// stay in NCHW order and the strides say where each element lives.
   bool channelsLast = false;
+  /// Channels-last only: elements from one pixel of x (or y) to the next when it is a pitched
+  /// view (a channel range of a larger tensor: a Concat part written in place, a Split read in
+  /// place); 0 when it is dense (the pitch is its channel count).
+  int64_t xPitch = 0, yPitch = 0;
 };
 
 /// What a forward phase does after the convolution, inside the same cuDNN graph: add a

@@ -84,13 +84,15 @@ bool tensorCoresAllowed(const CudaArgs& a, const ConvState& s) {
   return a.ctx.allowTf32 || s.geom.dataType != CUDNN_DATA_FLOAT;
 }
 
-/// Describes an NCHW-ordered shape `s`, stored channels-last when `channelsLast` is set.
-Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type, bool channelsLast) {
+/// Describes an NCHW-ordered shape `s`, stored channels-last when `channelsLast` is set, with
+/// pixels `pitch` elements apart when that is not 0 (a pitched view, OpList.def's HGP_PITCHED).
+Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type, bool channelsLast,
+                 int64_t pitch = 0) {
   std::vector<int> dims = cudnnDims(s), strides(dims.size());
   int st = 1;
   if (channelsLast) {
     strides[1] = 1;
-    st = dims[1];
+    st = pitch ? int(pitch) : dims[1];
     for (int i = int(dims.size()) - 1; i >= 2; --i) {
       strides[size_t(i)] = st;
       st *= dims[size_t(i)];
@@ -107,9 +109,11 @@ Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type
 }
 
 /// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output
-/// as stored (channels-last under layout="nhwc"); all three have the dtype `dt`.
+/// as stored (channels-last under layout="nhwc"); all three have the dtype `dt`. `xt` and `yt`
+/// are the input-side and output-side tensors, for their pitches (pitched views: channel ranges
+/// of larger channels-last tensors).
 Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& stored_ws,
-                const Shape& stored_ys, DType dt) {
+                const Shape& stored_ys, DType dt, const DeviceTensor& xt, const DeviceTensor& yt) {
   HGP_ASSIGN_OR_RETURN(Layout layout, layoutOf(a.step.op, a.attrs()));
   bool last = layout == Layout::NHWC;
   if (last && stored_xs.size() != 4) return a.fail("layout=nhwc needs 2-D convolutions");
@@ -125,8 +129,12 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));
   HGP_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.w));
   HGP_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s.conv));
-  HGP_TRY(setTensor(s.x, xs, type, last));
-  HGP_TRY(setTensor(s.y, ys, type, last));
+  for (const DeviceTensor* t : {&xt, &yt})
+    if (t->pitched() && (!last || t->row != t->dim(3)))
+      return a.fail("a pitched operand must be a channel range of a channels-last tensor");
+  int64_t xPitch = xt.pitched() ? xt.pitch : 0, yPitch = yt.pitched() ? yt.pitch : 0;
+  HGP_TRY(setTensor(s.x, xs, type, last, xPitch));
+  HGP_TRY(setTensor(s.y, ys, type, last, yPitch));
   std::vector<int> wd = cudnnDims(ws);
   HGP_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, type, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                            int(wd.size()), wd.data()));
@@ -143,7 +151,8 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
     d.push_back(int(dil[i]));
   }
   auto wide = [](const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
-  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d), type, last};
+  s.geom = {wide(cudnnDims(xs)), wide(wd), wide(cudnnDims(ys)), wide(p), wide(st), wide(d),
+            type, last, xPitch, yPitch};
   HGP_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, int(p.size()), p.data(), st.data(), d.data(),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HGP_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, int(a.attrs().getInt("group", 1))));
@@ -162,6 +171,7 @@ std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape&
         : a.ctx.allowTf32                      ? "tf32"
                                                : "fp32")
     << ";" << (a.ctx.deterministic ? "det" : "any");
+  if (s.geom.xPitch || s.geom.yPitch) k << ";pitch=" << s.geom.xPitch << "," << s.geom.yPitch;
   if (s.epilogue.any())
     k << ";ep=" << (s.epilogue.bias ? "bias" : "") << (s.epilogue.relu ? "+relu" : "")
       << (a.ctx.cudnnFusion ? "" : ",unfused");
@@ -399,7 +409,9 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
     std::string act = a.attrs().getString("activation", "none");
     if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
     s.epilogue = {bias != nullptr, act == "relu"};
-    HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape, x.dtype));
+    if (s.epilogue.any() && y.pitched())
+      return a.fail("the epilogue kernel cannot write a pitched result");
+    HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape, x.dtype, x, y));
     HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data, &y, bias));
     s.ready = true;
     if (a.ctx.verbose && s.epilogue.any())
@@ -421,7 +433,7 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
 Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, const DeviceTensor& dx) {
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
-    HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape, dy.dtype));
+    HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape, dy.dtype, dx, dy));
     HGP_TRY(choose(a, s, Phase::BackwardData, *dx.shape, *w.shape, *dy.shape, dx.data, w.data, dy.data));
     s.ready = true;
   }
@@ -437,7 +449,7 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
     s.beta = a.attrs().getInt("accumulate", 0) ? 1.f : 0.f;
-    HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape, x.dtype));
+    HGP_TRY(describe(a, s, *x.shape, *dw.shape, *dy.shape, x.dtype, x, dy));
     // Timing writes the result; an accumulating phase must keep the sum so far, so it times on
     // a scratch copy of dW's shape.
     void* target = dw.data;

@@ -116,7 +116,8 @@ Status CudaBackend::load(const Plan& plan, const InitData& data) {
   }
   views_.clear();
   for (size_t i = 0; i < plan.tensors.size(); ++i)
-    views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i))});
+    views_.push_back({plan.tensors[i].type.dtype, &plan.tensors[i].type.shape, address(int(i)),
+                      plan.tensors[i].row, plan.tensors[i].pitch});
   HGP_TRY(staging_.allocate(plan, [this](int t) { return address(t); }));
   HGP_CUDA_TRY(cudaStreamSynchronize(mainLane().stream));
   return Status::ok();
@@ -160,8 +161,7 @@ Status CudaBackend::read(int tensor, void* dst) {
   const PlanTensor& t = plan_->tensors[size_t(tensor)];
   const void* src =
       staging_.isInput(tensor) ? staging_.deviceInput(tensor, inputSlot_) : address(tensor);
-  HGP_CUDA_TRY(
-      cudaMemcpyAsync(dst, src, size_t(t.bytes()), cudaMemcpyDeviceToHost, mainLane().stream));
+  HGP_TRY(copyTensorAsync(t, dst, src, cudaMemcpyDeviceToHost, mainLane().stream));
   HGP_TRY_CTX(sync(), "reading '" + t.name + "'");
   return Status::ok();
 }
@@ -170,8 +170,7 @@ Status CudaBackend::write(int tensor, const void* src) {
   const PlanTensor& t = plan_->tensors[size_t(tensor)];
   if (staging_.isInput(tensor))
     return staging_.write(tensor, src, size_t(t.bytes()), inputSlot_ = slot_, mainLane().stream);
-  HGP_CUDA_TRY(cudaMemcpyAsync(address(tensor), src, size_t(t.bytes()), cudaMemcpyHostToDevice,
-                               mainLane().stream));
+  HGP_TRY(copyTensorAsync(t, address(tensor), src, cudaMemcpyHostToDevice, mainLane().stream));
   return sync();
 }
 

@@ -57,4 +57,17 @@ Status checkLaunch(const CudaArgs& a, const char* kernel) {
                                        " '" + a.step.loc + "': " + cudaGetErrorString(e));
 }
 
+Status copyTensorAsync(const PlanTensor& t, void* dst, const void* src, cudaMemcpyKind kind,
+                       cudaStream_t stream) {
+  if (!t.pitched()) {
+    HGP_CUDA_TRY(cudaMemcpyAsync(dst, src, size_t(t.bytes()), kind, stream));
+    return Status::ok();
+  }
+  size_t e = size_t(dtypeSize(t.type.dtype)), dense = size_t(t.row) * e, pitched = size_t(t.pitch) * e;
+  bool toHost = kind == cudaMemcpyDeviceToHost;
+  HGP_CUDA_TRY(cudaMemcpy2DAsync(dst, toHost ? dense : pitched, src, toHost ? pitched : dense, dense,
+                                 size_t(t.type.numElements() / t.row), kind, stream));
+  return Status::ok();
+}
+
 } // namespace hgp::cuda

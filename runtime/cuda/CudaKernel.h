@@ -31,6 +31,13 @@ struct DeviceTensor {
   DType dtype = DType::F32;
   const Shape* shape = nullptr;
   void* data = nullptr;
+  /// A pitched view (PlanTensor::row/pitch): rows of `row` elements, `pitch` apart; 0: dense.
+  /// Only the operands the op table's HGP_PITCHED entries name can be (Plan::validate).
+  int64_t row = 0, pitch = 0;
+
+  bool pitched() const { return pitch != 0; }
+  /// Elements from one channels-last pixel to the next: the pitch, or the channel count.
+  int64_t pixelPitch() const { return pitched() ? pitch : dim(rank() - 1); }
 
   int64_t numel() const { return numElements(*shape); }
   int64_t rank() const { return int64_t(shape->size()); }
@@ -138,6 +145,11 @@ struct Dims {
 Dims contiguous(const Shape& s);
 /// Strides for reading `s` broadcast to `out` (0 on broadcast dims), left-padded to out's rank.
 Dims broadcastTo(const Shape& s, const Shape& out);
+
+/// Enqueues a copy of plan tensor `t` between the device and dense host memory (`kind`), row by
+/// row when `t` is a pitched view (the device side holds its rows `pitch` elements apart).
+Status copyTensorAsync(const PlanTensor& t, void* dst, const void* src, cudaMemcpyKind kind,
+                       cudaStream_t stream);
 
 /// Checks the launch that was just enqueued (cudaGetLastError), naming the step.
 Status checkLaunch(const CudaArgs& a, const char* kernel);

@@ -111,6 +111,34 @@ template <typename T> __global__ void sumSameShapeKernel(SumOperands ops, T* y, 
   }
 }
 
+/// Sum of same-shape operands of which some are pitched views (rows of `row` elements, operand
+/// k's rows pitch[k] apart: a Split's results read in place), into a dense y; every row, pitch
+/// and address a multiple of 16 bytes, so a 16-byte access each, in the operands' order.
+struct PitchedSumOperands {
+  int count = 0;
+  const void* p[kMaxSum] = {};
+  int64_t pitch[kMaxSum] = {};
+};
+
+template <typename T>
+__global__ void sumPitchedKernel(PitchedSumOperands ops, int64_t row, T* y, int64_t n) {
+  constexpr int kN = Pack<T>::kN;
+  HGP_GRID_LOOP(q, n / kN) {
+    int64_t e = q * kN, r = e / row, c = e - r * row;
+    float acc[kN];
+    for (int k = 0; k < ops.count; ++k) {
+      Pack<T> p = *reinterpret_cast<const Pack<T>*>(static_cast<const T*>(ops.p[k]) +
+                                                    r * ops.pitch[k] + c);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) acc[j] = k ? __fadd_rn(acc[j], toFloat(p.v[j])) : toFloat(p.v[j]);
+    }
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) o.v[j] = fromFloat<T>(acc[j]);
+    reinterpret_cast<Pack<T>*>(y)[q] = o;
+  }
+}
+
 template <typename T> __global__ void sumKernel(SumOperands ops, T* y, int64_t n) {
   HGP_GRID_LOOP(i, n) {
     float acc = load<T>(ops.op[0], i);
@@ -213,6 +241,37 @@ Status execDiv(CudaArgs& a) {
   return binaryOp<BinOp::Div>(a);
 }
 
+/// Sum with pitched operands (OpList.def's HGP_PITCHED): same shapes, 16-byte rows, pitches and
+/// addresses; in launches of up to kMaxSum operands, each later one continuing from the partial
+/// result, as the dense path does.
+Status pitchedSum(CudaArgs& a, int64_t row) {
+  const DeviceTensor& y = a.out[0];
+  int64_t n = y.numel(), esize = dtypeSize(y.dtype);
+  if ((row * esize) % 16 || n % row) return a.fail("a pitched operand's rows are not 16-byte vectors");
+  for (const auto& v : a.in) {
+    if (*v.shape != *y.shape) return a.fail("a Sum with pitched operands does not broadcast");
+    if ((v.pitched() && (v.pitch * esize) % 16) || !aligned16({v.data}))
+      return a.fail("a pitched Sum's operands must be 16-byte aligned");
+  }
+  if (!aligned16({y.data})) return a.fail("a pitched Sum's result must be 16-byte aligned");
+  size_t next = 0;
+  while (next < a.in.size()) {
+    PitchedSumOperands ops;
+    if (next > 0) ops.p[0] = y.data, ops.pitch[0] = row, ops.count = 1;
+    for (; next < a.in.size() && ops.count < kMaxSum; ++next, ++ops.count) {
+      ops.p[ops.count] = a.in[next].data;
+      ops.pitch[ops.count] = a.in[next].pitched() ? a.in[next].pitch : row;
+    }
+    HGP_TRY(dispatchFloat(a, y.dtype, [&](auto t) {
+      using T = decltype(t);
+      sumPitchedKernel<T><<<blocksFor(a, n / Pack<T>::kN), kBlock, 0, a.stream>>>(
+          ops, row, static_cast<T*>(y.data), n);
+      return checkLaunch(a, "sumPitchedKernel");
+    }));
+  }
+  return Status::ok();
+}
+
 Status execSum(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, SIZE_MAX, 1, 1));
   HGP_TRY(checkFloat(a, a.out[0], "result"));
@@ -226,6 +285,13 @@ Status execSum(CudaArgs& a) {
   }
   void* out = a.out[0].data;
   int64_t n = a.out[0].numel();
+  int64_t row = 0; // operands that are pitched views: their rows (all alike)
+  for (const auto& v : a.in)
+    if (v.pitched()) {
+      if (row && v.row != row) return a.fail("pitched operands with different rows");
+      row = v.row;
+    }
+  if (row) return pitchedSum(a, row);
   // ((x1 + x2) + x3) + ...: the first launch takes up to kMaxSum operands, each later one
   // continues from the partial result in `out` (read and written by the same thread; in bf16/f16
   // a sum of more than kMaxSum operands rounds the partial result once per launch).

@@ -16,7 +16,10 @@
 // adds its rows in a fixed tree and writes [part][C][2] partials, coalesced;
 // combineFinalizeKernel then adds the parts in a fixed order and runs the pass's finalizer
 // (NormKernels.cuh) on each channel's totals, in the same launch. Sums run in another order than
-// in NCHW, so the two layouts agree to rounding, not bit for bit.
+// in NCHW, so the two layouts agree to rounding, not bit for bit. X may be a pitched view (a run
+// of channels of a Concat written in place, OpList.def's HGP_PITCHED): the kernels pass each
+// load its row r, and X's element (r, c) is read at r * xPitch + c; every other operand is dense
+// (r * C + c).
 #include "runtime/cuda/NormKernels.cuh"
 
 namespace hgp::cuda::norm {
@@ -28,11 +31,12 @@ namespace hgp::cuda::norm {
 template <typename T> template <int N> struct AffineApply<T>::Columns {
   AffineApply f;
   BnAffine k[N];
+  uint32_t c0;
   struct Loaded {
     PackN<T, N> x, r;
   };
-  __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
-    l.x = loadPack<N>(f.x + i);
+  __device__ __forceinline__ void load(uint32_t i, uint32_t row, Loaded& l) const {
+    l.x = loadPack<N>(f.x + row * f.xPitch + c0);
     if (f.residual) l.r = loadPack<N>(f.residual + i);
   }
   __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
@@ -47,7 +51,7 @@ template <typename T> template <int N> struct AffineApply<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto AffineApply<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{*this, {}};
+  Columns<N> c{*this, {}, c0};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.k[q] = affine[c0 + q];
   return c;
@@ -58,10 +62,13 @@ __device__ auto AffineApply<T>::columns(uint32_t c0) const -> Columns<N> {
 template <typename T> template <int N> struct StatsSums<T>::Columns {
   const T* x;
   float k[N];
+  uint32_t c0, xPitch;
   struct Loaded {
     PackN<T, N> x;
   };
-  __device__ __forceinline__ void load(uint32_t off, Loaded& l) const { l.x = loadPack<N>(x + off); }
+  __device__ __forceinline__ void load(uint32_t, uint32_t row, Loaded& l) const {
+    l.x = loadPack<N>(x + row * xPitch + c0);
+  }
   __device__ __forceinline__ void add(float (&run)[2][N], const Loaded& l, uint32_t) const {
 #pragma unroll
     for (int q = 0; q < N; ++q) {
@@ -75,7 +82,7 @@ template <typename T> template <int N> struct StatsSums<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto StatsSums<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{x, {}};
+  Columns<N> c{x, {}, c0, xPitch};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.k[q] = toFloat(x[c0 + q]);
   return c;
@@ -86,12 +93,13 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
   const T *dy, *dy2, *x, *z;
   T* gOut;
   float mu[N];
+  uint32_t c0, xPitch;
   struct Loaded {
     PackN<T, N> g, v, g2, m;
   };
-  __device__ __forceinline__ void load(uint32_t off, Loaded& l) const {
+  __device__ __forceinline__ void load(uint32_t off, uint32_t row, Loaded& l) const {
     l.g = loadPack<N>(dy + off);
-    l.v = loadPack<N>(x + off);
+    l.v = loadPack<N>(x + row * xPitch + c0);
     if (dy2) l.g2 = loadPack<N>(dy2 + off);
     if (z) l.m = loadPack<N>(z + off);
   }
@@ -114,7 +122,7 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{dy, dy2, x, z, gOut, {}};
+  Columns<N> c{dy, dy2, x, z, gOut, {}, c0, xPitch};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.mu[q] = mean[c0 + q];
   return c;
@@ -125,13 +133,14 @@ __device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
 template <typename T> template <int N> struct BwdApply<T>::Columns {
   BwdApply f;
   BwdCoefficients k[N];
+  uint32_t c0;
   struct Loaded {
     PackN<T, N> g, g2, x, z;
   };
-  __device__ __forceinline__ void load(uint32_t i, Loaded& l) const {
+  __device__ __forceinline__ void load(uint32_t i, uint32_t row, Loaded& l) const {
     l.g = loadPack<N>(f.dy + i);
     if (f.dy2) l.g2 = loadPack<N>(f.dy2 + i);
-    if (f.batchStats) l.x = loadPack<N>(f.x + i);
+    if (f.batchStats) l.x = loadPack<N>(f.x + row * f.xPitch + c0);
     if (f.z) l.z = loadPack<N>(f.z + i);
   }
   __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
@@ -149,7 +158,7 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto BwdApply<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{*this, {}};
+  Columns<N> c{*this, {}, c0};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.k[q] = coef[c0 + q];
   return c;
@@ -174,10 +183,10 @@ __global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
   for (; r + 3 * step < t.rows; r += 4 * step) {
     uint32_t i = r * t.channels + j * V, d = step * t.channels;
     Loaded l0, l1, l2, l3;
-    k.load(i, l0);
-    k.load(i + d, l1);
-    k.load(i + 2 * d, l2);
-    k.load(i + 3 * d, l3);
+    k.load(i, r, l0);
+    k.load(i + d, r + step, l1);
+    k.load(i + 2 * d, r + 2 * step, l2);
+    k.load(i + 3 * d, r + 3 * step, l3);
     k.store(i, l0);
     k.store(i + d, l1);
     k.store(i + 2 * d, l2);
@@ -186,7 +195,7 @@ __global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
   for (; r < t.rows; r += step) {
     uint32_t i = r * t.channels + j * V;
     Loaded l0;
-    k.load(i, l0);
+    k.load(i, r, l0);
     k.store(i, l0);
   }
 }
@@ -243,7 +252,8 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
         // store: one row in flight, half of HBM's bandwidth. The additions keep their order.
         typename decltype(k)::Loaded l[kFlush];
 #pragma unroll
-        for (int u = 0; u < kFlush; ++u) k.load((r0 + u * step) * t.channels + j * V, l[u]);
+        for (int u = 0; u < kFlush; ++u)
+          k.load((r0 + u * step) * t.channels + j * V, r0 + u * step, l[u]);
 #pragma unroll
         for (int u = 0; u < kFlush; ++u) k.add(run, l[u], (r0 + u * step) * t.channels + j * V);
       } else {
@@ -252,7 +262,7 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
           uint32_t r = r0 + u * step;
           if (r >= end) break;
           typename decltype(k)::Loaded l;
-          k.load(r * t.channels + j * V, l);
+          k.load(r * t.channels + j * V, r, l);
           k.add(run, l, r * t.channels + j * V);
         }
       }

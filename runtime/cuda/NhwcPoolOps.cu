@@ -16,6 +16,7 @@
 // tree; Y [N, 1, 1, C] is the same memory as [N, C, 1, 1].
 #include "runtime/cuda/PoolKernels.cuh"
 
+#include <numeric>
 #include <type_traits>
 
 namespace hgp::cuda::pool {
@@ -43,6 +44,15 @@ struct NhwcIndex {
 
 NhwcIndex nhwcIndex(int64_t vecs, int rows, int cols) {
   return {FastDiv(uint32_t(vecs)), FastDiv(uint32_t(cols)), FastDiv(uint32_t(rows))};
+}
+
+/// Where position p's vector lies in a result whose pixels are `pitch` elements apart (the
+/// channel count when dense; a larger tensor's when the result is a pitched view, a Concat part
+/// written in place).
+__device__ __forceinline__ size_t pitchedAt(const NhwcIndex& ix, const NhwcPos& p, uint32_t pitch,
+                                            int V) {
+  size_t pixel = (size_t(p.n) * ix.rows.d + uint32_t(p.h)) * ix.cols.d + uint32_t(p.w);
+  return pixel * pitch + size_t(p.j) * V;
 }
 
 /// The argmax per channel of window (oh, ow) in image xn (offset to the thread's channels; c
@@ -107,7 +117,7 @@ __device__ __forceinline__ void nhwcWindowMax(const PoolGeometry& g, uint32_t c,
 /// output vector.
 template <typename T, int V, int KH, int KW, typename Out>
 __global__ void maxPoolNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, const T* x, Out* out,
-                                  uint32_t total) {
+                                  uint32_t outPitch, uint32_t total) {
   uint32_t image = uint32_t(g.in[1] * g.in[2]) * c;
   HGP_FLAT_LOOP(uint32_t, i, total) {
     NhwcPos p = ix(i);
@@ -122,7 +132,7 @@ __global__ void maxPoolNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, cons
       else
         o.e[q] = arg[q] < 0 ? Out(~Out(0)) : Out(arg[q]);
     }
-    *reinterpret_cast<decltype(o.raw)*>(out + size_t(i) * V) = o.raw;
+    *reinterpret_cast<decltype(o.raw)*>(out + pitchedAt(ix, p, outPitch, V)) = o.raw;
   }
 }
 
@@ -176,7 +186,7 @@ __global__ void maxPoolBwdNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, c
 /// order, as avgPoolKernel.
 template <typename T, int V>
 __global__ void avgPoolNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, const T* x, T* y,
-                                  uint32_t total) {
+                                  uint32_t yPitch, uint32_t total) {
   uint32_t image = uint32_t(g.in[1] * g.in[2]) * c;
   HGP_FLAT_LOOP(uint32_t, i, total) {
     NhwcPos p = ix(i);
@@ -195,7 +205,7 @@ __global__ void avgPoolNhwcKernel(PoolGeometry g, NhwcIndex ix, uint32_t c, cons
     float out[V];
 #pragma unroll
     for (int q = 0; q < V; ++q) out[q] = divisor ? float(sum[q] / double(divisor)) : 0.f;
-    storeVec<V>(y + size_t(i) * V, out);
+    storeVec<V>(y + pitchedAt(ix, p, yPitch, V), out);
   }
 }
 
@@ -293,20 +303,21 @@ Status readNhwcGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PoolG
 
 /// Launches maxPoolNhwcKernel over the outputs of g, with loads first for 3x3 and 2x2 windows.
 template <typename T, int V, typename Out>
-Status launchMaxNhwcAs(const CudaArgs& a, const PoolGeometry& g, int64_t c, const T* x, Out* out) {
+Status launchMaxNhwcAs(const CudaArgs& a, const PoolGeometry& g, int64_t c, const T* x, Out* out,
+                       int64_t outPitch) {
   uint32_t total = uint32_t(g.planes / c * g.outVol() * (c / V));
   FlatLaunch l = flatLaunch(a, total);
   NhwcIndex ix = nhwcIndex(c / V, g.out[1], g.out[2]);
   bool planar = g.k[0] == 1;
   if (planar && g.k[1] == 3 && g.k[2] == 3)
     maxPoolNhwcKernel<T, V, 3, 3><<<l.grid, l.threads, 0, a.stream>>>(g, ix, uint32_t(c), x, out,
-                                                                      total);
+                                                                      uint32_t(outPitch), total);
   else if (planar && g.k[1] == 2 && g.k[2] == 2)
     maxPoolNhwcKernel<T, V, 2, 2><<<l.grid, l.threads, 0, a.stream>>>(g, ix, uint32_t(c), x, out,
-                                                                      total);
+                                                                      uint32_t(outPitch), total);
   else
     maxPoolNhwcKernel<T, V, 0, 0><<<l.grid, l.threads, 0, a.stream>>>(g, ix, uint32_t(c), x, out,
-                                                                      total);
+                                                                      uint32_t(outPitch), total);
   return checkLaunch(a, "maxPoolNhwcKernel");
 }
 
@@ -321,8 +332,11 @@ template <typename T> Status maxPoolNhwcAs(CudaArgs& a) {
   const Shape& x = *a.in[0].shape;
   PoolGeometry g;
   HGP_TRY(readNhwcGeometry(a, x, *a.out[0].shape, g));
-  return dispatchWidth<T>(vectorWidth<T>(x[3], {a.in[0].data, a.out[0].data}), [&](auto v) {
-    return launchMaxNhwcAs<T, decltype(v)::value>(a, g, x[3], a.in[0].as<T>(), a.out[0].as<T>());
+  int64_t pitch = a.out[0].pixelPitch(); // a Concat part written in place, or x[3]
+  return dispatchWidth<T>(vectorWidth<T>(std::gcd(x[3], pitch), {a.in[0].data, a.out[0].data}),
+                          [&](auto v) {
+    return launchMaxNhwcAs<T, decltype(v)::value>(a, g, x[3], a.in[0].as<T>(), a.out[0].as<T>(),
+                                                  pitch);
   });
 }
 
@@ -337,7 +351,7 @@ template <typename T, typename A> Status maxPoolBwdNhwcWith(CudaArgs& a, const P
   const void* ps[] = {a.in[0].data, a.in[1].data, a.out[0].data};
   return dispatchWidth<T>(vectorWidth<T>(c, {ps[0], ps[1], ps[2]}), [&](auto v) {
     constexpr int V = decltype(v)::value;
-    HGP_TRY((launchMaxNhwcAs<T, V>(a, g, c, a.in[1].as<T>(), arg)));
+    HGP_TRY((launchMaxNhwcAs<T, V>(a, g, c, a.in[1].as<T>(), arg, c)));
     uint32_t total = uint32_t(a.in[1].numel() / V);
     FlatLaunch l = flatLaunch(a, total);
     NhwcIndex ix = nhwcIndex(c / V, g.in[1], g.in[2]);
@@ -366,14 +380,15 @@ template <typename T> Status avgPoolNhwcAs(CudaArgs& a) {
   HGP_TRY(readNhwcGeometry(a, x, *a.out[0].shape, g));
   for (int d : g.dilation)
     if (d != 1) return a.fail("AveragePool with dilations is not supported");
-  int64_t c = x[3];
-  return dispatchWidth<T>(vectorWidth<T>(c, {a.in[0].data, a.out[0].data}), [&](auto v) {
+  int64_t c = x[3], pitch = a.out[0].pixelPitch();
+  return dispatchWidth<T>(vectorWidth<T>(std::gcd(c, pitch), {a.in[0].data, a.out[0].data}),
+                          [&](auto v) {
     constexpr int V = decltype(v)::value;
     uint32_t total = uint32_t(a.out[0].numel() / V);
     FlatLaunch l = flatLaunch(a, total);
     avgPoolNhwcKernel<T, V><<<l.grid, l.threads, 0, a.stream>>>(
         g, nhwcIndex(c / V, g.out[1], g.out[2]), uint32_t(c), a.in[0].as<T>(), a.out[0].as<T>(),
-        total);
+        uint32_t(pitch), total);
     return checkLaunch(a, "avgPoolNhwcKernel");
   });
 }

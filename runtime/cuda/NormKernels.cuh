@@ -49,6 +49,9 @@ template <typename T> struct AffineApply {
   const T* residual; ///< Null unless fused with a residual Add.
   bool relu;
   T* y;
+  /// Channels-last: elements from one pixel of X to the next (X's channels, or a larger
+  /// tensor's when X is a pitched view: a run of a Concat written in place).
+  uint32_t xPitch = 0;
   __device__ __forceinline__ float at(float v, const BnAffine& f, float r) const {
     float b = __fadd_rn(__fmul_rn(__fsub_rn(__fsub_rn(v, f.hi), f.lo), f.alpha), f.bias);
     if (residual) b = __fadd_rn(toFloat(fromFloat<T>(b)), r);
@@ -80,6 +83,7 @@ template <typename T> struct StatsSums {
   using Finalize = StatsFinalize<T>;
   const T* x;
   int64_t inner;
+  uint32_t xPitch = 0; ///< As AffineApply's.
   struct Channel {
     const T* x;
     float k;
@@ -128,6 +132,7 @@ template <typename T> struct BwdSums {
   const T *dy, *dy2, *x, *z;
   T* gOut;
   const float* mean;
+  uint32_t xPitch = 0; ///< As AffineApply's.
   struct Channel {
     const T *dy, *dy2, *x, *z;
     T* gOut;
@@ -175,6 +180,7 @@ template <typename T> struct BwdApply {
   const BwdCoefficients* coef;
   T* dx;
   bool batchStats;
+  uint32_t xPitch = 0; ///< As AffineApply's.
   __device__ __forceinline__ float at(const BwdCoefficients& q, float g, float v) const {
     if (!batchStats) return g * q.k;
     return q.k * (g - q.meanDy) - q.slope * (v - q.mu);

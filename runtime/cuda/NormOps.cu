@@ -39,6 +39,7 @@
 #include "runtime/cuda/NormKernels.cuh"
 #include "runtime/plan/BatchNormOperands.h"
 
+#include <numeric>
 #include <type_traits>
 
 namespace hgp::cuda {
@@ -247,10 +248,12 @@ ChannelShape channelsOf(const Shape& x, bool nhwc) {
 }
 
 /// The elementwise pass in X's layout, with the widest access that every pointer allows.
+/// Channels-last, X may be pitched (f.xPitch elements per pixel): the vectors must fit the pitch.
 template <typename T, typename F>
 Status launchApply(CudaArgs& a, const ChannelShape& s, bool nhwc,
                    std::initializer_list<const void*> ps, const F& f) {
-  if (nhwc) return launchNhwcMap<T>(a, s, vectorWidth<T>(s.channels, ps), f);
+  if (nhwc)
+    return launchNhwcMap<T>(a, s, vectorWidth<T>(std::gcd(s.channels, int64_t(f.xPitch)), ps), f);
   return launchChannelMap<T>(a, s, vectorWidth<T>(s.inner, ps), f);
 }
 
@@ -267,9 +270,10 @@ struct SumsPlan {
 
 template <typename T, typename F>
 Status planSums(const CudaArgs& a, const ChannelShape& s, bool nhwc,
-                std::initializer_list<const void*> ps, SumsPlan& p) {
+                std::initializer_list<const void*> ps, SumsPlan& p, int64_t xPitch) {
   p.nhwc = nhwc;
-  if (nhwc) return planNhwcSums<T, F>(a, s, vectorWidth<T>(s.channels, ps), p.nhwcSplit);
+  if (nhwc)
+    return planNhwcSums<T, F>(a, s, vectorWidth<T>(std::gcd(s.channels, xPitch), ps), p.nhwcSplit);
   p.nchw = planBnSplit(a, s, vectorWidth<T>(s.inner, ps));
   return Status::ok();
 }
@@ -284,6 +288,20 @@ Status launchSums(const CudaArgs& a, const ChannelShape& s, const SumsPlan& p, c
   return checkLaunch(a, "finalizeKernel");
 }
 
+/// X's pixel pitch for the channels-last passes: its channel count, or a larger tensor's when X is
+/// a pitched view (OpList.def's HGP_PITCHED: only channels-last X). The NCHW passes ignore it.
+Status pitchOf(const CudaArgs& a, const DeviceTensor& x, const ChannelShape& s, bool nhwc,
+               uint32_t& pitch) {
+  pitch = uint32_t(s.channels);
+  if (!x.pitched()) return Status::ok();
+  if (!nhwc || x.row != s.channels)
+    return a.fail("a pitched X must be a channel range of a channels-last tensor");
+  if (s.outer * x.pitch >= (int64_t(1) << 31))
+    return a.fail("a pitched X spans 2^31 elements or more");
+  pitch = uint32_t(x.pitch);
+  return Status::ok();
+}
+
 template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
@@ -296,9 +314,11 @@ template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
       s.channels, a.in[1].f32(), a.in[2].f32(), a.in[3].f32(), a.in[4].f32(), eps, affine);
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
-  return launchApply<T>(
-      a, s, nhwc, {a.in[0].data, a.out[0].data},
-      AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu, a.out[0].as<T>()});
+  uint32_t xPitch = 0;
+  HGP_TRY(pitchOf(a, a.in[0], s, nhwc, xPitch));
+  return launchApply<T>(a, s, nhwc, {a.in[0].data, a.out[0].data},
+                        AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu, a.out[0].as<T>(),
+                                       xPitch});
 }
 
 template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
@@ -320,17 +340,19 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
     residual = a.in[3].as<T>();
   }
   const T* x = a.in[0].as<T>();
+  uint32_t xPitch = 0;
+  HGP_TRY(pitchOf(a, a.in[0], s, nhwc, xPitch));
   SumsPlan sp;
-  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp)));
+  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp, xPitch)));
   size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BnAffine), partials));
   auto* affine = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(partials) + partialBytes);
   StatsFinalize<T> fin{x, s.inner, double(s.count()), a.attrs().getFloat("epsilon", 1e-5),
                        a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(), affine};
-  HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, fin, partials));
+  HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner, xPitch}, fin, partials));
   return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
-                        AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>()});
+                        AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>(), xPitch});
 }
 
 template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
@@ -373,22 +395,25 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   }
   const T *dy = a.in[0].as<T>(), *x = a.in[1].as<T>();
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
+  uint32_t xPitch = 0;
+  HGP_TRY(pitchOf(a, a.in[1], s, nhwc, xPitch));
   SumsPlan sp;
-  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp)));
+  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp, xPitch)));
   size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
   BwdFinalize fin{double(s.count()), a.attrs().getFloat("epsilon", 1e-5), a.in[2].f32(),
                   a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
-  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32()}, fin, partials));
+  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32(), xPitch}, fin,
+                        partials));
   if (gOut) { // dX from G, which holds the summed and masked dY
     dy = gOut;
     dy2 = nullptr;
     z = nullptr;
   }
   return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
-                        BwdApply<T>{dy, dy2, x, z, coef, a.out[0].as<T>(), batchStats});
+                        BwdApply<T>{dy, dy2, x, z, coef, a.out[0].as<T>(), batchStats, xPitch});
 }
 
 } // namespace

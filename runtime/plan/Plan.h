@@ -60,9 +60,29 @@ struct PlanTensor {
   AliasKind alias = AliasKind::None;
   /// With an alias: the tensor whose bytes contain this one's (itself possibly a view).
   int aliasOf = -1;
+  /// A pitched (strided) view: the tensor's row-major elements are stored in rows of `row`
+  /// consecutive elements, each row `pitch` elements after the previous one, so that element i
+  /// lies at (i / row) * pitch + i % row. It is a channel range of an NCHW tensor (row = the
+  /// range's C * H * W, pitch = the whole tensor's, one row per sample) or of an NHWC one (row =
+  /// the range's channels, pitch = the whole tensor's, one row per pixel). 0: dense. Only views
+  /// are pitched, and only steps whose op accepts a pitched operand there (acceptsPitched) touch
+  /// one (docs/plan-format.md, "Views").
+  int64_t row = 0, pitch = 0;
 
   int64_t bytes() const { return type.bytes(); }
+  bool pitched() const { return pitch != 0; }
+  /// The bytes from the first element to one past the last: bytes() unless pitched.
+  int64_t spanBytes() const {
+    if (!pitched() || type.numElements() == 0) return bytes();
+    return ((type.numElements() / row - 1) * pitch + row) * dtypeSize(type.dtype);
+  }
 };
+
+/// Whether step operand `index` (a result when `output`) of op `op` may be a pitched tensor:
+/// the op's HGP_PITCHED entry in OpList.def, evaluated on the step's attributes and operand
+/// count. Both backends execute such steps; the memory plan makes a view pitched only where
+/// every step that touches it says yes here.
+bool acceptsPitched(OpKind op, const AttrMap& attrs, int numInputs, bool output, int index);
 
 /// The most streams a program may use (a runtime resource bound: each is a stream with its own
 /// library handles and scratch memory).

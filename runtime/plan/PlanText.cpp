@@ -38,7 +38,8 @@ Status Plan::validate() const {
     for (int64_t d : t.type.shape)
       if (d <= 0) return bad("tensor '" + t.name + "' has a non-positive dim");
     int64_t region = t.storage == StorageClass::Persistent ? persistentBytes : transientBytes;
-    if (t.offset < 0 || t.offset % 64 != 0 || t.offset + t.bytes() > region)
+    // A pitched view (a channel range) needs only a vector's alignment; other tensors 64 bytes.
+    if (t.offset < 0 || t.offset % (t.pitched() ? 16 : 64) != 0 || t.offset + t.spanBytes() > region)
       return bad("tensor '" + t.name + "' lies outside its storage region or is misaligned");
     if ((t.init == InitKind::Data || t.init == InitKind::File) && t.dataOffset < 0)
       return bad("tensor '" + t.name + "' has no data offset");
@@ -52,8 +53,19 @@ Status Plan::validate() const {
     if (!inRange(t.aliasOf) || t.aliasOf == int(i))
       return bad("tensor '" + t.name + "' is a view of a tensor out of range");
     const PlanTensor& p = tensors[size_t(t.aliasOf)];
-    if (p.storage != t.storage || t.offset < p.offset || t.offset + t.bytes() > p.offset + p.bytes())
+    if (p.storage != t.storage || t.offset < p.offset ||
+        t.offset + t.spanBytes() > p.offset + p.spanBytes())
       return bad("tensor '" + t.name + "' is a view of '" + p.name + "' but lies outside its bytes");
+  }
+  std::vector<bool> pitched(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const PlanTensor& t = tensors[i];
+    if (!t.pitched()) continue;
+    pitched[i] = true;
+    if (t.alias == AliasKind::None)
+      return bad("tensor '" + t.name + "' is pitched but is no view");
+    if (t.row <= 0 || t.pitch < t.row || t.type.numElements() % t.row != 0)
+      return bad("tensor '" + t.name + "' has a pitch that does not fit its shape");
   }
   for (const auto& p : programs) {
     for (size_t k = 0; k < p.steps.size(); ++k) {
@@ -74,6 +86,14 @@ Status Plan::validate() const {
         if (!inRange(i)) return bad("step '" + s.loc + "' reads a tensor out of range");
       for (int i : s.outputs)
         if (!inRange(i)) return bad("step '" + s.loc + "' writes a tensor out of range");
+      for (int io = 0; io < 2; ++io) {
+        const std::vector<int>& operands = io ? s.outputs : s.inputs;
+        for (size_t j = 0; j < operands.size(); ++j)
+          if (pitched[size_t(operands[j])] && !acceptsPitched(s.op, s.attrs, ni, io, int(j)))
+            return bad(std::string("step ") + tr.name + " '" + s.loc + "' " +
+                       (io ? "writes" : "reads") + " pitched tensor '" +
+                       tensors[size_t(operands[j])].name + "', which its op does not accept there");
+      }
       if (s.attrs.has("kernel") && !findKernel(s.attrs.getString("kernel")))
         return bad("step '" + s.loc + "' names kernel '" + s.attrs.getString("kernel") +
                    "', which the plan does not have");
@@ -174,6 +194,7 @@ std::string printPlan(const Plan& plan) {
       out += t.alias == AliasKind::View ? " view=" : " part=";
       appendTensorRef(out, plan, t.aliasOf);
     }
+    if (t.pitched()) out += " row=" + std::to_string(t.row) + " pitch=" + std::to_string(t.pitch);
     out += "\n";
   }
   for (const auto& [name, idx] : plan.bindings) {
@@ -328,6 +349,13 @@ private:
       t.alias = view ? AliasKind::View : AliasKind::Part;
       HGP_ASSIGN_OR_RETURN(std::string of, s_.percentName());
       aliasNames_.push_back({int(plan_.tensors.size()), of});
+    }
+    if (s_.consumeWord("row")) {
+      HGP_TRY(s_.expect('='));
+      HGP_ASSIGN_OR_RETURN(t.row, s_.integer());
+      if (!s_.consumeWord("pitch")) return s_.error("expected pitch= after row=");
+      HGP_TRY(s_.expect('='));
+      HGP_ASSIGN_OR_RETURN(t.pitch, s_.integer());
     }
     index_[t.name] = int(plan_.tensors.size());
     plan_.tensors.push_back(std::move(t));

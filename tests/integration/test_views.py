@@ -11,8 +11,19 @@ bit-identical, in fp32 and bf16, at batch 1 in NCHW (concatenations in place) an
 and in NHWC (Reshapes only: a channel slice of four samples, or of any channels-last map, is
 several runs of bytes, still copied).
 
+With --strided-views (the tests named *strided*), channel ranges of a batch are pitched views
+too: DenseNet's Concats are written in place by the pooling and the convolutions and read in
+place by the BatchNorms, ShuffleNet's chunk is read in place by the branch's convolution. The
+CPU gathers and scatters pitched operands, so it must again be bit-identical to --no-views.
+HGP_VIEWS_DEVICE=cuda (tests/gpu/views_cuda.py, label gpu) runs the strided executables on CUDA
+(--deterministic), where the CUDA executors read and write the pitched views themselves, against
+the CPU's --no-views run: losses, evaluation and every saved tensor within the mixed-precision
+suites' tolerances (1e-3 of the largest magnitude in fp32, 3e-2 in bf16), since cuDNN's
+algorithms and the channels-last BatchNorm sums round differently from the CPU.
+
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_views.py -k dense
 """
+import os
 import random
 import struct
 import unittest
@@ -20,6 +31,8 @@ import unittest
 import numpy
 
 from common import HgpcTestCase, run, write_npy, HGPC
+
+DEVICE = os.environ.get("HGP_VIEWS_DEVICE", "cpu")
 
 TRAIN = ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "5e-4"]
 
@@ -64,6 +77,12 @@ class Net(nn.Module):
 m = Net()
 """ + EXPORT
 
+# The same block fed by a pooling layer, as each of DenseNet-121's dense blocks is (MaxPool after
+# the stem, AveragePool ending each transition): every feature map's producer (the pooling and
+# the layers' last convolutions) can write it pitched into the block's last Concat.
+DENSE_POOLED = DENSE.replace("nn.BatchNorm2d(16), nn.ReLU())",
+                             "nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(3, 1, 1))")
+
 # torchvision's ShuffleNet-v2 InvertedResidual (stride 1), twice, with its channel shuffle.
 SHUFFLE = HEADER + """
 def shuffle(x, groups):
@@ -104,11 +123,11 @@ class ViewsTest(HgpcTestCase):
         self.assertEqual(code, 0, err)
         return out
 
-    def check(self, script, name, batch, precision, layout="nchw", parts=False):
+    def check(self, script, name, batch, precision, layout="nchw", parts=False, extra=()):
         """`parts`: whether some Concat is written in place (DenseNet at batch 1 in NCHW; in the
         ShuffleNet unit the Concat's first operand is already a view of the Split's input)."""
         model = self.exported(script, name)
-        common = ["--layout", layout]
+        common = ["--layout", layout, *extra]
         viewed = self.plan(model, batch, precision, common)
         copied = self.plan(model, batch, precision, common + ["--no-views"])
         self.assertNotIn(" view=", copied)
@@ -123,13 +142,28 @@ class ViewsTest(HgpcTestCase):
         if batch == 1 and layout == "nchw":  # channel slices are contiguous: views
             self.assertLess(viewed.count(" = Slice(") + viewed.count(" = Split("),
                             copied.count(" = Slice(") + copied.count(" = Split("))
+        self.compare(model, batch, precision, common)
+        return viewed
+
+    def compare(self, model, batch, precision, common, device="cpu"):
         results = []
-        for label, args in (("views", common), ("copies", common + ["--no-views"])):
+        for label, args, where in (("views", common, device),
+                                   ("copies", common + ["--no-views"], "cpu")):
             exe = self.compile(model, out=label, args=["--batch", str(batch), *TRAIN,
                                                         "--precision", precision, *args])
-            results.append(self.train_three_steps(exe, label, self.data(12), ["--device", "cpu"]))
+            run_args = ["--device", where] + (["--deterministic"] if where == "cuda" else [])
+            results.append(self.train_three_steps(exe, label, self.data(12), run_args))
         (losses, evals, tensors), (want_losses, want_evals, want) = results
         self.assertEqual(len(want_losses), 3)
+        if device != "cpu":
+            tol = 1e-3 if precision == "fp32" else 3e-2
+            numpy.testing.assert_allclose(losses, want_losses, rtol=tol)
+            numpy.testing.assert_allclose([e[0] for e in evals], [e[0] for e in want_evals], rtol=tol)
+            self.assertEqual(tensors.keys(), want.keys())
+            for key, value in want.items():
+                bound = tol * max(1.0, float(numpy.abs(value).max()))
+                numpy.testing.assert_allclose(tensors[key], value, rtol=0, atol=bound, err_msg=key)
+            return
         self.assertEqual(losses, want_losses)
         self.assertEqual(evals, want_evals)
         self.assertEqual(tensors.keys(), want.keys())
@@ -147,6 +181,52 @@ class ViewsTest(HgpcTestCase):
 
     def test_shuffle_batch4_fp32(self):
         self.check(SHUFFLE, "shuffle.onnx", 4, "fp32")
+
+    # Strided views (--strided-views): at batch 4 in NHWC every feature map of the dense block
+    # is written once, pitched, into the block's last Concat (the earlier Concats are views of
+    # it); the convolutions and pooling write the parts, the BatchNorms read the runs.
+    def strided(self, script, name, precision):
+        model = self.exported(script, name)
+        common = ["--layout", "nhwc", "--strided-views"]
+        viewed = self.plan(model, 4, precision, common)
+        copied = self.plan(model, 4, precision, ["--layout", "nhwc"])
+        self.assertTrue(" pitch=" in viewed, "no pitched view")
+        self.assertFalse(" pitch=" in copied, "a pitched view without --strided-views")
+        self.compare(model, 4, precision, common, DEVICE)
+        return viewed, copied
+
+    def test_dense_strided_fp32(self):
+        viewed, copied = self.strided(DENSE_POOLED, "dense_pooled.onnx", "fp32")
+        train = lambda plan: plan[plan.index("program train"):plan.index("program eval")]
+        # The three Concats of the training step (the first layer reads the stem alone) run no
+        # step: the parts are the stem's MaxPool and the three layers' convolutions, and the two
+        # earlier Concats are views of the last one; so in the eval program. The backward's
+        # Splits are read in place by the gradient Sums and ConvBwdData.
+        self.assertEqual(train(copied).count(" = Concat("), 3)
+        self.assertEqual(train(viewed).count(" = Concat("), 0)
+        self.assertEqual(train(viewed).count(" = Split("), 0)
+        self.assertEqual(viewed[viewed.index("program eval"):].count(" = Concat("), 0)
+        self.assertEqual(viewed.count(" part="), 8)
+
+    def test_dense_strided_bf16(self):
+        viewed, copied = self.strided(DENSE_POOLED, "dense_pooled.onnx", "bf16")
+        train = viewed[viewed.index("program train"):viewed.index("program eval")]
+        self.assertEqual(train.count(" = Concat("), 0)
+
+    def test_dense_strided_stem_bn(self):
+        # A BatchNorm+Relu cannot write a pitched view: the Concats stay copies and say why.
+        model = self.exported(DENSE, "dense.onnx")
+        viewed = self.plan(model, 4, "fp32", ["--layout", "nhwc", "--strided-views"])
+        self.assertEqual(viewed.count(" part="), 0)
+        self.assertEqual(viewed.count(" = Concat("), 6)
+        self.assertIn('copy="BatchNormTrain /stem/stem.1/BatchNormalization cannot write', viewed)
+
+    def test_shuffle_strided_bf16(self):
+        viewed, copied = self.strided(SHUFFLE, "shuffle.onnx", "bf16")
+        # The branch's half of each chunk is read in place by its first convolution; the other
+        # half goes into a Concat that its BatchNorm+Relu cannot write pitched, so both stay.
+        self.assertLess(viewed.count(" = Slice("), copied.count(" = Slice("))
+        self.assertIn('copy="', viewed)
 
 
 if __name__ == "__main__":

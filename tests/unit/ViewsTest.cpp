@@ -26,11 +26,12 @@ AttrMap axisAttr(int64_t axis, AttrMap a = {}) {
 }
 
 std::optional<EmittedPlan> emit(const Graph& g, std::map<std::string, std::string> bindings,
-                                bool views) {
+                                bool views, bool strided = false) {
   EmitOptions eo;
   eo.modelName = g.name();
   eo.meta.setString("precision", "fp32");
   eo.views = views;
+  eo.stridedViews = strided;
   auto e = emitPlan({ProgramSource{"step", &g, std::move(bindings)}}, eo);
   EXPECT_TRUE(e.hasValue()) << e.status().toString();
   if (!e.hasValue()) return std::nullopt;
@@ -59,8 +60,9 @@ float relu(float x) { return x > 0 ? x : 0; }
 /// checks that every output is bit-identical and equal to `expect` of the inputs a and b.
 void checkRuns(const Graph& g, const std::map<std::string, std::string>& bindings,
                const std::function<std::vector<float>(const std::vector<float>&,
-                                                      const std::vector<float>&)>& expect) {
-  auto withViews = emit(g, bindings, true), without = emit(g, bindings, false);
+                                                      const std::vector<float>&)>& expect,
+               bool strided = false) {
+  auto withViews = emit(g, bindings, true, strided), without = emit(g, bindings, false);
   ASSERT_TRUE(withViews && without);
   auto be1 = createCpuBackend(), be2 = createCpuBackend();
   auto got = runStep(*be1, *withViews, 7), plain = runStep(*be2, *without, 7);
@@ -243,6 +245,61 @@ TEST(Views, PlanTextRoundTripsAndValidateChecksTheBytes) {
   PlanTensor& t = bad.tensors[size_t(bad.findTensor(y->name()))];
   t.offset += 64;
   EXPECT_FALSE(bad.validate().isOk());
+}
+
+/// --strided-views: a channel Split of a batch of two is two pitched views (rows of 8 floats, 16
+/// apart) when every reader takes them (Sum does, OpList.def's HGP_PITCHED); the text says so and
+/// round-trips; the CPU computes with them what a loop computes; a reader that does not take
+/// them (Relu) keeps the copy, which says why; validate refuses a pitched tensor such a step reads.
+TEST(Views, StridedSplitIsPitchedWhereEveryReaderTakesIt) {
+  Graph g("pitched");
+  Value* a = *g.addGraphValue("a", TensorRole::Input, {DType::F32, {2, 16}});
+  Node* sp = *g.addNode(OpKind::Split, {node(g, OpKind::Relu, {a})},
+                        axisAttr(1, ints("split", {8, 8})), "split", 2);
+  Value* s = node(g, OpKind::Sum, {sp->output(0), sp->output(1)});
+  g.addOutput(s);
+  std::map<std::string, std::string> bind{{"out.0", s->name()}};
+  auto plain = emit(g, bind, true);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(countSteps(plain->plan, OpKind::Split), 1);
+  auto e = emit(g, bind, true, /*strided=*/true);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(countSteps(e->plan, OpKind::Split), 0);
+  const PlanTensor &t0 = tensorOf(e->plan, sp->output(0)), &t1 = tensorOf(e->plan, sp->output(1)),
+                   &whole = tensorOf(e->plan, sp->input(0));
+  EXPECT_EQ(t0.row, 8);
+  EXPECT_EQ(t0.pitch, 16);
+  EXPECT_EQ(t1.offset, whole.offset + 8 * 4);
+  EXPECT_EQ(t1.spanBytes(), (16 + 8) * 4);
+  std::string text = printPlan(e->plan);
+  EXPECT_NE(text.find(" row=8 pitch=16"), std::string::npos) << text;
+  auto back = parsePlan(text);
+  ASSERT_TRUE(back.hasValue()) << back.status().toString();
+  EXPECT_EQ(printPlan(*back), text);
+  checkRuns(g, bind, [](const std::vector<float>& x, const std::vector<float>&) {
+    std::vector<float> out;
+    for (int n = 0; n < 2; ++n)
+      for (int c = 0; c < 8; ++c)
+        out.push_back(relu(x[size_t(n * 16 + c)]) + relu(x[size_t(n * 16 + 8 + c)]));
+    return out;
+  }, /*strided=*/true);
+  Plan bad = *back;
+  for (PlanStep& st : bad.programs[0].steps)
+    if (st.op == OpKind::Sum) st.op = OpKind::Add;
+  Status v = bad.validate();
+  EXPECT_FALSE(v.isOk());
+  EXPECT_NE(v.message().find("does not accept"), std::string::npos) << v.message();
+
+  Graph h("blocked");
+  Value* b = *h.addGraphValue("a", TensorRole::Input, {DType::F32, {2, 16}});
+  Node* sp2 = *h.addNode(OpKind::Split, {node(h, OpKind::Relu, {b})},
+                         axisAttr(1, ints("split", {8, 8})), "split", 2);
+  Value* u = node(h, OpKind::Add, {node(h, OpKind::Relu, {sp2->output(0)}), sp2->output(1)});
+  h.addOutput(u);
+  auto kept = emit(h, {{"out.0", u->name()}}, true, true);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(countSteps(kept->plan, OpKind::Split), 1);
+  EXPECT_NE(printPlan(kept->plan).find("copy=\"Relu"), std::string::npos) << printPlan(kept->plan);
 }
 
 } // namespace

@@ -166,6 +166,7 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
   pc.emit.meta = planMeta(c, o);
   pc.emit.reuseMemory = o.reuseMemory;
   pc.emit.views = o.views;
+  pc.emit.stridedViews = o.stridedViews;
   if (o.referenceWeights) {
     HGP_ASSIGN_OR_RETURN(pc.emit.fileOffsets, onnxInitializerFileOffsets(o.modelPath));
   }

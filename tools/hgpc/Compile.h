@@ -54,6 +54,9 @@ struct CompileOptions {
   /// False (--no-views): Reshape, Slice, Split and Concat always run as copies; true: those
   /// that can be views of their operands' bytes run no step (compiler/analysis/Views.h).
   bool views = true;
+  /// --strided-views: channel ranges of a batch (DenseNet's concatenations, ShuffleNet's
+  /// splits) become pitched views where every step touching them takes one.
+  bool stridedViews = false;
   /// False (--no-fuse): the standard pipelines run without their fusion passes (fuse-batch-norm
   /// after autodiff, fuse-elementwise last; docs/fusion.md). An explicit --passes list is taken
   /// as given.

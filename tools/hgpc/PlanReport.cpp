@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 namespace hgp {
 
@@ -46,7 +47,11 @@ std::string viewNote(const Plan& plan, const PlanStep& s) {
   std::string note;
   auto add = [&](const char* what, const PlanTensor& t) {
     note += (note.empty() ? "" : "; ") + std::string(what) + plan.tensors[size_t(t.aliasOf)].name;
+    if (t.pitched()) note += format(" (pitched %lld/%lld)", (long long)t.row, (long long)t.pitch);
   };
+  for (int i : s.inputs)
+    if (const PlanTensor& t = plan.tensors[size_t(i)]; t.alias == AliasKind::Part && t.pitched())
+      add("reads a part of %", t);
   for (int o : s.outputs)
     if (const PlanTensor& t = plan.tensors[size_t(o)]; t.alias == AliasKind::Part) add("into %", t);
   for (int i : s.inputs)
@@ -57,6 +62,15 @@ std::string viewNote(const Plan& plan, const PlanStep& s) {
 
 /// The views among the tensors the program touches: how many, their bytes (no step copies them),
 /// and the Concats written in place.
+/// A copy's reason without the value and node names in it, so that alike reasons count together.
+std::string reasonKind(const std::string& why) {
+  std::string out, word;
+  std::istringstream in(why);
+  while (in >> word)
+    if (word[0] != '%' && word[0] != '/') out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
 void printViews(const Plan& plan, const PlanProgram& program, std::ostream& os) {
   std::set<int> touched;
   for (const PlanStep& s : program.steps) {
@@ -69,20 +83,28 @@ void printViews(const Plan& plan, const PlanProgram& program, std::ostream& os) 
     int of = plan.tensors[size_t(t)].aliasOf;
     if (of >= 0 && touched.insert(of).second) todo.push_back(of);
   }
-  int views = 0, parts = 0;
+  int views = 0, parts = 0, pitched = 0;
   double bytes = 0;
   std::set<int> concats;
   for (int t : touched) {
     const PlanTensor& pt = plan.tensors[size_t(t)];
     if (pt.alias == AliasKind::None) continue;
     (pt.alias == AliasKind::View ? views : parts) += 1;
+    pitched += pt.pitched();
     bytes += double(pt.bytes());
     if (pt.alias == AliasKind::Part) concats.insert(pt.aliasOf);
   }
   if (views + parts == 0) return;
   os << format("views: %d tensors (%.3f MB) share bytes instead of being copied: %d Reshape, "
-               "Slice or Split results; %d Concat operands written in place (%zu Concats)\n",
+               "Slice or Split results; %d Concat operands written in place (%zu Concats)",
                views + parts, bytes / 1e6, views, parts, concats.size());
+  // --strided-views: the channel ranges among them, and the copies that stayed, by reason.
+  std::map<std::string, int> kept;
+  for (const PlanStep& s : program.steps)
+    if (s.attrs.has("copy")) ++kept[std::string(opName(s.op)) + ": " + reasonKind(s.attrs.getString("copy"))];
+  if (pitched) os << format("; %d pitched (channel ranges)", pitched);
+  os << "\n";
+  for (const auto& [why, n] : kept) os << format("  copies kept: %d x %s\n", n, why.c_str());
 }
 
 /// The train (or forward) program with its costs and stream schedule.
