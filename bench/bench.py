@@ -41,6 +41,11 @@ over the default plan's) to the table. --cudnn-fusion times the plan run with --
 (every convolution epilogue by hgpc's kernel, none in a cuDNN fused graph) and says how many
 epilogues the default run gave to cuDNN's fused engines (those that timed faster).
 
+In bf16 and fp16 the plan takes each BatchNorm's statistics from the convolution before it
+(fuse-conv-bn, docs/fusion.md); bench.md then says per case how many layers ran cuDNN's
+conv + GenStats engine, and bench.json keeps each layer's --verbose line (the timed choice, or
+why cuDNN had no engine). --variant no-conv-bn=--no-conv-bn-fusion times the plan without it.
+
 --op-times adds, per case, where the time goes: hgpc's launches timed one by one (the
 executable's --op-times) summed by op, and PyTorch's eager kernels from its profiler, written to
 optimes.txt.
@@ -174,8 +179,15 @@ def hgpc_case(hgpc, name, batch, work, steps, op_times=None, records=None, extra
     # Convolution epilogues (docs/fusion.md): how many ran inside a cuDNN fused graph.
     epilogues = [l for l in p.stderr.splitlines() if re.match(r"cuda: conv '.*': epilogue ", l)]
     cudnn_fused = sum("cuDNN fused graph" in l for l in epilogues)
+    # BatchNorm statistics from the convolutions (fuse-conv-bn, bf16/fp16): how many layers
+    # took cuDNN's conv + GenStats engine, and the reasons the others did not.
+    stats = [l for l in p.stderr.splitlines() if re.match(r"cuda: conv '.*': statistics ", l)]
+    stats_why = [l for l in p.stderr.splitlines()
+                 if re.match(r"cuda: fwd '.*': (no cuDNN engine fuses the statistics|statistics )", l)]
     return dict(ms=ms, compile_s=compile_s, export=how, peak_bytes=mem, log=p.stderr[-400:],
-                predicted_ms=predicted, work=work, epilogues=len(epilogues), cudnn_fused=cudnn_fused)
+                predicted_ms=predicted, work=work, epilogues=len(epilogues), cudnn_fused=cudnn_fused,
+                bn_stats=len(stats), bn_stats_cudnn=sum("cuDNN fused graph" in l for l in stats),
+                bn_stats_why=stats_why[:80])
 
 
 def step_work(hgpc, onnx_path, batch, train_opts, extra):
@@ -485,6 +497,12 @@ def main():
             rows.append("\nprediction from one profiling run: mean absolute percentage error %.1f%% "
                         "over %d cases" % (100 * sum(errors) / len(errors), len(errors)))
         table += "\n\n" + "\n".join(rows)
+    stats_rows = ["%s b%d: %d of %d BatchNorm statistics from cuDNN's conv + GenStats engine, the "
+                  "rest by hgpc's sums kernel after the convolution (fuse-conv-bn)"
+                  % (r["model"], r["batch"], r["hgpc"]["bn_stats_cudnn"], r["hgpc"]["bn_stats"])
+                  for r in results if r.get("hgpc", {}).get("bn_stats")]
+    if stats_rows:
+        table += "\n\n" + "\n".join(stats_rows)
     open(os.path.join(args.out, "bench.md"), "w").write(table + "\n")
     print(table)
 

@@ -31,6 +31,8 @@ std::vector<std::string> pipelineFor(PipelineKind kind, const PipelineOptions& o
   if (isMixedPrecision(o.precision)) {
     auto at = p.insert(std::find(p.begin(), p.end(), "add-loss") + 1, "mixed-precision");
     if (training && o.precision == Precision::FP16) p.insert(at + 1, "loss-scaling");
+    // BatchNorm statistics from the convolutions' epilogues where cuDNN has engines for them.
+    if (training) p.insert(std::find(p.begin(), p.end(), "fuse-conv-epilogue") + 1, "fuse-conv-bn");
   }
   if (o.u8Pixels) {
     auto after = std::find(p.begin(), p.end(), "mixed-precision");

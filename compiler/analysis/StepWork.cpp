@@ -66,11 +66,17 @@ double memoryPasses(OpKind op) {
 /// second pass); the gradient reads dY (both parts of a folded +Sum), X, and the mask source Z of
 /// a fused +ReluBwd, for the sums and again for dX; one that writes the masked gradient G (its
 /// fourth result) in the sums pass reads G and X for dX instead.
+/// fuse-conv-bn moves the statistics pass into the convolution (see below).
 double rereadBytes(OpKind op, const Operands& inputs, const Operands& outputs) {
   auto bytes = [](const Operands& ts, size_t i) {
     return i < ts.size() ? double(ts[i]->bytes()) : 0.0;
   };
-  if (op == OpKind::BatchNormTrain) return bytes(inputs, 0);
+  // With the convolution's channel sums (given_stats=1, five or six operands) there is no
+  // statistics pass; the Conv{stats=1} that wrote X is counted as reading its result once more,
+  // which is what it costs where cuDNN has no engine for the sums and hgpc's sums kernel runs
+  // (runtime/cuda/ConvOps.cpp): the prediction assumes no gain until the run measures one.
+  if (op == OpKind::BatchNormTrain) return inputs.size() >= 5 ? 0.0 : bytes(inputs, 0);
+  if (op == OpKind::Conv && outputs.size() == 3) return bytes(outputs, 0);
   if (op == OpKind::BatchNormBwd && outputs.size() == 4) return bytes(outputs, 3) + bytes(inputs, 1);
   if (op == OpKind::BatchNormBwd) {
     // Every operand but the per-channel vectors (scale, mean, var: operands 2 to 4).

@@ -219,6 +219,8 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
   switch (opTraits(s.op).batchRule()) {
   case BatchRule::First: // weights whole; BatchNorm: inference mode, constant statistics
     if (s.inputs.empty() || !batched(s.inputs[0]) || !batched(s.outputs[0])) return std::nullopt;
+    // A convolution with its result's channel sums (stats=1) sums the whole batch.
+    if (s.outputs.size() != 1) return std::nullopt;
     b.in[0] = b.out[0] = true;
     return b;
   case BatchRule::Accumulate:

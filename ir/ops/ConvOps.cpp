@@ -76,6 +76,17 @@ Status inferConv(InferContext& ctx) {
   if (act != "none" && act != "relu")
     return ctx.fail("activation must be \"none\" or \"relu\", not \"" + act + "\"");
   ctx.outputs = {{ctx.in(0).dtype, y}};
+  // stats=1 (fuse-conv-bn): the channel sums of Y and Y^2 as two more f32[M] results.
+  bool stats = ctx.attrs.getInt("stats", 0) != 0;
+  if (ctx.numOutputs >= 0 && ctx.numOutputs != (stats ? 3 : 1))
+    return ctx.fail(stats ? "stats=1 gives three results (Y, sum, sumsq)" : "Conv has one result");
+  if (stats) {
+    if (act != "none" || ctx.numInputs() == 3)
+      return ctx.fail("stats=1 takes no bias and no activation");
+    TensorType sum{DType::F32, {y[1]}};
+    ctx.outputs.push_back(sum);
+    ctx.outputs.push_back(sum);
+  }
   return Status::ok();
 }
 

@@ -52,10 +52,11 @@ Status inferBatchNormTrain(InferContext& ctx) {
   HGP_TRY(checkEpsilon(ctx));
   bool relu = false;
   HGP_TRY(checkActivation(ctx, relu));
-  if (ctx.numInputs() == 4) {
-    if (!relu) return ctx.fail("a residual input needs activation=\"relu\"");
-    if (ctx.in(3) != ctx.in(0)) return ctx.fail("the residual must have X's type");
-  }
+  auto ops = bnTrainOperands(ctx.attrs, ctx.numInputs());
+  if (!ops) return ctx.fail(ops.status().message());
+  if (ops->residual >= 0 && ctx.in(size_t(ops->residual)) != ctx.in(0))
+    return ctx.fail("the residual must have X's type");
+  if (ops->givenStats()) HGP_TRY(checkChannelVectors(ctx, 0, size_t(ops->sum), 2));
   TensorType stat{DType::F32, {ctx.in(0).shape[1]}};
   ctx.outputs = {ctx.in(0), stat, stat};
   return Status::ok();

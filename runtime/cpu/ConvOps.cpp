@@ -2,9 +2,12 @@
 //
 // Conv lowers each image and group to one GEMM over an im2col matrix (Im2col.h); depthwise
 // convolutions, where a GEMM would have a single row, use a direct loop instead. ConvTranspose
-// is the data gradient of the convolution it transposes, plus the bias.
+// is the data gradient of the convolution it transposes, plus the bias. Conv with stats=1
+// (fuse-conv-bn) also sums each channel of its result and of its square, in double over the
+// values as stored, for the BatchNormTrain that reads it.
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Im2col.h"
+#include "runtime/plan/Half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,16 +78,46 @@ void addBias(const float* bias, int64_t n, int64_t channels, int64_t vol, float*
               });
 }
 
-Status checkConvOperands(const KernelArgs& a) {
-  HGP_TRY(checkArity(a, 2, 3, 1, 1));
+Status checkConvOperands(const KernelArgs& a, size_t maxOut = 1) {
+  HGP_TRY(checkArity(a, 2, 3, 1, maxOut));
   for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
   return checkF32(a, a.out[0], "result");
+}
+
+/// stats=1: sum[c] and sumsq[c] of y as stored (rounded to its dtype, as the BatchNorm that
+/// reads it sees it), added in double per channel, stored as f32.
+Status channelSums(KernelArgs& a, const ConvGeometry& g, const float* y) {
+  if (a.out.size() != 3) return a.fail("stats=1 gives three results (Y, sum, sumsq)");
+  for (size_t i = 1; i < 3; ++i) {
+    HGP_TRY(checkF32(a, a.out[i], "channel sums"));
+    HGP_TRY(checkShape(a, a.out[i], {g.outC}, "channel sums"));
+  }
+  float *sum = a.out[1].f32(), *sumsq = a.out[2].f32();
+  DType stored = a.out[0].stored;
+  const int64_t vol = g.outVol();
+  parallelFor(g.outC, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < g.n; ++i) {
+        const float* yp = y + (i * g.outC + c) * vol;
+        for (int64_t j = 0; j < vol; ++j) {
+          double v = roundedAs(stored, yp[j]);
+          s += v;
+          q += v * v;
+        }
+      }
+      sum[c] = float(s);
+      sumsq[c] = float(q);
+    }
+  });
+  return Status::ok();
 }
 
 } // namespace
 
 Status execConv(KernelArgs& a) {
-  HGP_TRY(checkConvOperands(a));
+  bool stats = a.attrs().getInt("stats", 0) != 0;
+  HGP_TRY(checkConvOperands(a, stats ? 3 : 1));
   ConvGeometry g;
   HGP_TRY(readConvGeometry(a, *a.in[0].shape, *a.in[1].shape, *a.out[0].shape,
                            /*checkOutput=*/true, g));
@@ -99,6 +132,11 @@ Status execConv(KernelArgs& a) {
     });
   else if (act != "none")
     return a.fail("unknown activation '" + act + "'");
+  if (stats) {
+    if (act != "none" || a.in.size() == 3) return a.fail("stats=1 takes no bias and no activation");
+    return channelSums(a, g, y);
+  }
+  if (a.out.size() != 1) return a.fail("a Conv without stats=1 has one result");
   return Status::ok();
 }
 

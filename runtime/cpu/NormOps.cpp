@@ -11,10 +11,13 @@
 // float as Add does; BatchNormBwd with activation="relu" replaces dY by (Z > 0 ? dY : 0), the
 // ReluBwd result, which is exact in every dtype; with dy_parts=2 dY is round(dY + dY2), the sum
 // in float rounded once to dY's stored dtype, which is the unfused Sum's stored result.
+// BatchNormTrain with given_stats=1 (fuse-conv-bn) takes the channel sums of X from the
+// convolution that wrote it: mean = sum / n, biased var = max(sumsq / n - mean^2, 0) in double.
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/BatchNormOperands.h"
 #include "runtime/plan/Half.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hgp::cpu {
@@ -127,8 +130,11 @@ Status execBatchNorm(KernelArgs& a) {
 }
 
 Status execBatchNormTrain(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 3, 4, 3, 3));
+  HGP_TRY(checkArity(a, 3, 6, 3, 3));
   HGP_TRY(checkChannelOperands(a, 0, 1, 2));
+  auto ops = bnTrainOperands(a.attrs(), a.in.size());
+  if (!ops) return a.fail(ops.status().message());
+  if (ops->givenStats()) HGP_TRY(checkChannelOperands(a, 0, size_t(ops->sum), 2));
   ChannelLayout l(*a.in[0].shape);
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   HGP_TRY(checkShape(a, a.out[1], {l.c}, "batch_mean"));
@@ -139,6 +145,15 @@ Status execBatchNormTrain(KernelArgs& a) {
   std::vector<ChannelAffine> affine(size_t(l.c));
   parallelFor(l.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
+      if (ops->givenStats()) { // the convolution's sums (fuse-conv-bn): no pass over X
+        double n = double(l.count());
+        double mean = double(a.in[size_t(ops->sum)].f32()[c]) / n;
+        double var = std::max(double(a.in[size_t(ops->sum) + 1].f32()[c]) / n - mean * mean, 0.0);
+        affine[size_t(c)] = {scale[c], bias[c], mean, var, eps};
+        meanOut[c] = float(mean);
+        varOut[c] = float(var);
+        continue;
+      }
       // Two passes: the mean, then the biased variance around it.
       double sum = 0;
       for (int64_t i = 0; i < l.n; ++i)
@@ -157,7 +172,7 @@ Status execBatchNormTrain(KernelArgs& a) {
     }
   });
   Epilogue e;
-  HGP_TRY(epilogueOf(a, 3, e));
+  HGP_TRY(epilogueOf(a, ops->residual >= 0 ? 3 : a.in.size(), e));
   applyChannelAffine(l, x, affine, e, a.out[0].f32());
   return Status::ok();
 }

@@ -39,7 +39,8 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
 
 /// Tensor uids in the variant pack; the last two are the epilogue's bias and its virtual
 /// intermediates.
-constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6;
+constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6, kSum = 7,
+                  kSumSq = 8;
 
 /// Strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost, pixels `pitch`
 /// elements apart when it is not 0, a pitched view; C apart otherwise).
@@ -122,7 +123,9 @@ struct ConvGraphDescriptors {
   Desc x, w, y, conv, op, graph;
   /// The epilogue: the bias vector, the float intermediates and the pointwise operations.
   Desc bias, convOut, biased, addPw, addOp, reluPw, reluOp;
-  bool hasBias = false;
+  /// The statistics epilogue: GenStats over y into sum and sumsq.
+  Desc sum, sumsq, genStats;
+  bool hasBias = false, hasStats = false;
   std::vector<Desc> configs;
   std::vector<Desc> plans; ///< Parallel to configs; empty where not built.
 };
@@ -134,13 +137,20 @@ ConvGraphPlan::ConvGraphPlan(std::shared_ptr<ConvGraphDescriptors> d, size_t ind
 ConvGraphPlan::~ConvGraphPlan() = default;
 
 Status ConvGraphPlan::execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace,
-                              void* bias) const {
+                              void* bias, void* sum, void* sumsq) const {
   Desc pack;
-  int64_t uids[4] = {kX, kW, kY, kBias};
-  void* ptrs[4] = {x, w, y, bias};
+  int64_t uids[5] = {kX, kW, kY, kBias, kSumSq};
+  void* ptrs[5] = {x, w, y, bias, sumsq};
   int64_t n = d_->hasBias ? 4 : 3;
   if (d_->hasBias && !bias)
     return Status(ErrorCode::Internal, "a fused convolution plan needs its bias");
+  if (d_->hasStats) {
+    if (!sum || !sumsq)
+      return Status(ErrorCode::Internal, "a convolution plan with statistics needs sum and sumsq");
+    uids[3] = kSum;
+    ptrs[3] = sum;
+    n = 5;
+  }
   HGP_TRY(create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack));
   HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
   HGP_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
@@ -155,13 +165,17 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
                bool deterministic, size_t limit, long only, float beta, ConvEpilogue epilogue) {
   if (epilogue.any() && (phase != ConvPhase::Forward || beta != 0.f))
     return Status(ErrorCode::Internal, "only a forward convolution that overwrites its result takes an epilogue");
+  if (epilogue.stats && (epilogue.bias || epilogue.relu))
+    return Status(ErrorCode::Internal, "the statistics epilogue takes no bias and no relu");
   auto d = std::make_shared<ConvGraphDescriptors>();
   HGP_TRY(tensor(d->x, kX, g.x, g.dataType, g.channelsLast, false, g.xPitch));
   HGP_TRY(tensor(d->w, kW, g.w, g.dataType, g.channelsLast));
   HGP_TRY(tensor(d->y, kY, g.y, g.dataType, g.channelsLast, false, g.yPitch));
-  // With an epilogue the convolution writes a virtual float tensor the pointwise ops read.
-  Desc& convY = epilogue.any() ? d->convOut : d->y;
-  if (epilogue.any())
+  // With a pointwise epilogue the convolution writes a virtual float tensor the pointwise ops
+  // read; GenStats reads the stored y itself (the sums of y as the BatchNorm will read it).
+  bool pointwiseEpilogue = epilogue.bias || epilogue.relu;
+  Desc& convY = pointwiseEpilogue ? d->convOut : d->y;
+  if (pointwiseEpilogue)
     HGP_TRY(tensor(d->convOut, kConvOut, g.y, CUDNN_DATA_FLOAT, g.channelsLast, true));
 
   int64_t spatial = int64_t(g.pads.size());
@@ -226,6 +240,25 @@ convGraphPlans(cudnnHandle_t h, ConvPhase phase, const ConvGeometry& g, bool all
     Desc& in = epilogue.bias ? d->biased : d->convOut;
     HGP_TRY(pointwise(d->reluPw, d->reluOp, CUDNN_POINTWISE_RELU_FWD, in, nullptr, d->y));
     ops.push_back(d->reluOp.d);
+  }
+  if (epilogue.stats) {
+    std::vector<int64_t> sdims(g.y.size(), 1);
+    sdims[1] = g.y[1];
+    d->hasStats = true;
+    HGP_TRY(tensor(d->sum, kSum, sdims, CUDNN_DATA_FLOAT, g.channelsLast));
+    HGP_TRY(tensor(d->sumsq, kSumSq, sdims, CUDNN_DATA_FLOAT, g.channelsLast));
+    cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+    HGP_TRY(create(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, d->genStats));
+    HGP_TRY(set(d->genStats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode));
+    HGP_TRY(set(d->genStats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    HGP_TRY(set(d->genStats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, bd, 1, &d->y.d));
+    HGP_TRY(set(d->genStats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, bd, 1, &d->sum.d));
+    HGP_TRY(set(d->genStats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, bd, 1, &d->sumsq.d));
+    // An error here is this cuDNN not knowing the operation for these tensors: no engine, which
+    // the caller reports, not a failure.
+    if (cudnnBackendFinalize(d->genStats.d) != CUDNN_STATUS_SUCCESS)
+      return std::vector<std::unique_ptr<ConvGraphPlan>>{};
+    ops.push_back(d->genStats.d);
   }
   HGP_TRY(create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, d->graph));
   HGP_TRY(set(d->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, bd, int64_t(ops.size()), ops.data()));

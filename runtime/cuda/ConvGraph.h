@@ -40,7 +40,11 @@ struct ConvGeometry {
 /// ConvOps times them against the convolution followed by hgpc's own epilogue kernel.
 struct ConvEpilogue {
   bool bias = false, relu = false;
-  bool any() const { return bias || relu; }
+  /// Conv stats=1 (fuse-conv-bn): the result y is stored, and a GenStats operation (cuDNN's
+  /// ConvBNfprop pattern "conv + GenStats") reads it and writes the per-channel sum and sum of
+  /// squares, f32 [1,K,1,1]. Not with bias or relu.
+  bool stats = false;
+  bool any() const { return bias || relu || stats; }
 };
 
 struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)
@@ -57,9 +61,10 @@ public:
   size_t index() const { return index_; }
   int64_t workspace() const { return workspace_; }
   /// Runs the phase on `stream`'s handle: (x, w, y) for Forward, (dx, w, dy) for BackwardData,
-  /// (x, dw, dy) for BackwardFilter. `bias` is the epilogue's bias vector, when it has one.
+  /// (x, dw, dy) for BackwardFilter. `bias` is the epilogue's bias vector, when it has one;
+  /// `sum` and `sumsq` the statistics epilogue's results.
   Status execute(cudnnHandle_t h, void* x, void* w, void* y, void* workspace,
-                 void* bias = nullptr) const;
+                 void* bias = nullptr, void* sum = nullptr, void* sumsq = nullptr) const;
 
 private:
   std::shared_ptr<ConvGraphDescriptors> d_;

@@ -16,11 +16,17 @@
 // and applies the Relu in one pass after the convolution; where cuDNN's graph API has engines
 // for convolution + bias + Relu as one graph (its runtime fusion), those are timed against the
 // convolution plus that kernel and the faster way is kept (--no-cudnn-fusion: never fused).
+// Statistics (Conv stats=1, fuse-conv-bn): the per-channel sums of y and y^2 for the BatchNorm
+// that reads y, either from cuDNN's conv + GenStats graph (the ConvBNfprop engines) or from
+// hgpc's sums kernel after the convolution (NormOps.cu's statistics pass, finalized into plain
+// sums); the two are timed and the faster kept, and --verbose says per layer which won, or why
+// cuDNN had no engine for the layer.
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
 #include "runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -28,6 +34,10 @@ namespace hgp::cuda {
 
 Status launchConvEpilogue(const CudaArgs& a, const DeviceTensor& y, const DeviceTensor* bias,
                           int64_t c, int64_t plane, bool relu); // ConvBias.cu
+// The channel sums of y into sum and sumsq, and the scratch that takes (NormOps.cu).
+Status channelSumsScratch(const CudaArgs& a, const DeviceTensor& y, bool nhwc, size_t& bytes);
+Status launchChannelSums(const CudaArgs& a, const DeviceTensor& y, bool nhwc, void* scratch,
+                         float* sum, float* sumsq);
 
 namespace {
 
@@ -61,7 +71,10 @@ struct ConvState final : StepState {
   ConvGeometry geom;
   size_t workspace = 0;
   float beta = 0.f; ///< 1 when the phase adds to its result (accumulate=1)
+  void* sumsScratch = nullptr; ///< stats=1: the sums kernel's partials, when it runs
+  size_t sumsBytes = 0;
   ~ConvState() override {
+    if (sumsScratch) cudaFree(sumsScratch);
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (w) cudnnDestroyFilterDescriptor(w);
@@ -174,7 +187,7 @@ std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape&
   if (s.geom.xPitch || s.geom.yPitch) k << ";pitch=" << s.geom.xPitch << "," << s.geom.yPitch;
   if (s.epilogue.any())
     k << ";ep=" << (s.epilogue.bias ? "bias" : "") << (s.epilogue.relu ? "+relu" : "")
-      << (a.ctx.cudnnFusion ? "" : ",unfused");
+      << (s.epilogue.stats ? "stats" : "") << (a.ctx.cudnnFusion ? "" : ",unfused");
   return k.str();
 }
 
@@ -281,26 +294,56 @@ Status runEpilogue(CudaArgs& a, const DeviceTensor& y, const DeviceTensor* bias,
   return launchConvEpilogue(a, y, bias, c, plane, relu);
 }
 
+/// The channel sums of a stats=1 convolution's result (a.out[1], a.out[2]) by hgpc's kernel.
+Status runSums(CudaArgs& a, const ConvState& s, const DeviceTensor& y) {
+  size_t bytes = 0; // the split depends on y's alignment, fixed in the arena; check it is
+  HGP_TRY(channelSumsScratch(a, y, s.geom.channelsLast, bytes));
+  if (bytes > s.sumsBytes)
+    return a.fail("the channel sums need " + std::to_string(bytes) + " bytes of scratch, " +
+                  std::to_string(s.sumsBytes) + " were reserved");
+  return launchChannelSums(a, y, s.geom.channelsLast, s.sumsScratch, a.out[1].f32(),
+                           a.out[2].f32());
+}
+
+/// What runs after the convolution when no cuDNN graph does it all: the sums or the epilogue.
+Status runTail(CudaArgs& a, const ConvState& s, const DeviceTensor& y, const DeviceTensor* bias) {
+  if (s.epilogue.stats) return runSums(a, s, y);
+  return runEpilogue(a, y, bias, s.epilogue.relu);
+}
+
+/// The layer, for the lines --verbose prints about it: its shapes, dtype and layout.
+std::string layerText(const CudaArgs& a, const ConvState& s) {
+  return "x" + shapeToString(*a.in[0].shape) + " w" + shapeToString(*a.in[1].shape) + " " +
+         dtypeName(a.in[0].dtype) + (s.geom.channelsLast ? " nhwc" : " nchw");
+}
+
 /// Times cuDNN's fused convolution + epilogue graphs against the forward choice in `s` followed
 /// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that.
 Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const DeviceTensor& y,
                        const DeviceTensor* bias, void* scratch, size_t scratchBytes) {
   auto plans = convGraphPlans(a.ctx.cudnn, Phase::Forward, s.geom, tensorCoresAllowed(a, s),
                               a.ctx.deterministic, kGraphCandidates, -1, 0.f, s.epilogue);
+  const char* what = s.epilogue.stats ? "the statistics (conv + GenStats)" : "the epilogue";
   if (!plans || plans->empty()) {
     if (a.ctx.verbose)
-      std::fprintf(stderr, "cuda: fwd '%s': no cuDNN engine fuses the epilogue\n", a.step.loc.c_str());
+      std::fprintf(stderr, "cuda: fwd '%s': no cuDNN engine fuses %s for %s%s%s\n",
+                   a.step.loc.c_str(), what, layerText(a, s).c_str(), plans ? "" : ": ",
+                   plans ? "" : plans.status().message().c_str());
     return Status::ok();
   }
   void* b = bias ? bias->data : nullptr;
+  void* sum = s.epilogue.stats ? a.out[1].data : nullptr;
+  void* sumsq = s.epilogue.stats ? a.out[2].data : nullptr;
   double unfused = timeRuns(a.stream, [&] {
     return runPhase(a, s, Phase::Forward, s.graph.get(), xp, wp, y.data, scratch) &&
-           bool(runEpilogue(a, y, bias, s.epilogue.relu));
+           bool(runTail(a, s, y, bias));
   });
   double best = unfused;
   for (auto& plan : *plans) {
     if (size_t(plan->workspace()) > scratchBytes) continue;
-    double t = timeRuns(a.stream, [&] { return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b)); });
+    double t = timeRuns(a.stream, [&] {
+      return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b, sum, sumsq));
+    });
     if (t < best) {
       best = t;
       s.fused = std::move(plan);
@@ -308,9 +351,10 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
   }
   if (s.fused) s.workspace = size_t(s.fused->workspace());
   if (a.ctx.verbose)
-    std::fprintf(stderr, "cuda: fwd '%s': epilogue %s, %.3f ms (unfused %.3f ms)\n", a.step.loc.c_str(),
+    std::fprintf(stderr, "cuda: fwd '%s': %s %s, %.3f ms (unfused %.3f ms, %zu fused engines timed) for %s\n",
+                 a.step.loc.c_str(), s.epilogue.stats ? "statistics" : "epilogue",
                  s.fused ? ("cuDNN fused engine " + std::to_string(s.fused->index())).c_str() : "kernel",
-                 best, unfused);
+                 best, unfused, plans->size(), layerText(a, s).c_str());
   HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
   return Status::ok();
 }
@@ -408,25 +452,40 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
   if (!s.ready) {
     std::string act = a.attrs().getString("activation", "none");
     if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
-    s.epilogue = {bias != nullptr, act == "relu"};
+    s.epilogue = {bias != nullptr, act == "relu", a.attrs().getInt("stats", 0) != 0};
+    if (s.epilogue.stats && (s.epilogue.bias || s.epilogue.relu || a.out.size() != 3))
+      return a.fail("stats=1 takes no bias and no activation and gives three results");
+    if (!s.epilogue.stats && a.out.size() != 1) return a.fail("Conv without stats=1 has one result");
     if (s.epilogue.any() && y.pitched())
-      return a.fail("the epilogue kernel cannot write a pitched result");
+      return a.fail("the epilogue kernel and the channel sums cannot write or read a pitched result");
     HGP_TRY(describe(a, s, *x.shape, *w.shape, *y.shape, x.dtype, x, y));
+    if (s.epilogue.stats) {
+      for (size_t i = 1; i < 3; ++i)
+        if (a.out[i].dtype != DType::F32 || *a.out[i].shape != Shape{s.geom.y[1]})
+          return a.fail("the channel sums must be f32[" + std::to_string(s.geom.y[1]) + "], got " +
+                        dtypeName(a.out[i].dtype) + shapeToString(*a.out[i].shape));
+      size_t bytes = 0;
+      HGP_TRY(channelSumsScratch(a, y, s.geom.channelsLast, bytes));
+      s.sumsBytes = std::max<size_t>(bytes, 256);
+      HGP_CUDA_TRY(cudaMalloc(&s.sumsScratch, s.sumsBytes));
+    }
     HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data, &y, bias));
     s.ready = true;
     if (a.ctx.verbose && s.epilogue.any())
-      std::fprintf(stderr, "cuda: conv '%s': epilogue %s\n", a.step.loc.c_str(),
+      std::fprintf(stderr, "cuda: conv '%s': %s %s\n", a.step.loc.c_str(),
+                   s.epilogue.stats ? "statistics" : "epilogue",
                    s.fused ? "in a cuDNN fused graph" : "by hgpc's kernel");
   }
   if (s.fused)
     return s.fused->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace,
-                           bias ? bias->data : nullptr);
+                            bias ? bias->data : nullptr, s.epilogue.stats ? a.out[1].data : nullptr,
+                            s.epilogue.stats ? a.out[2].data : nullptr);
   if (s.graph) HGP_TRY(s.graph->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace));
   else
     HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
                                           cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
                                           s.workspace, &kZero, s.y, y.data));
-  return s.epilogue.any() ? runEpilogue(a, y, bias, s.epilogue.relu) : Status::ok();
+  return s.epilogue.any() ? runTail(a, s, y, bias) : Status::ok();
 }
 
 /// dX = conv^T(dY, W): the gradient of a convolution whose input has dx's shape.

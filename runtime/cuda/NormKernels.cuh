@@ -225,8 +225,16 @@ template <typename T> struct StatsFinalize {
   const float *scale, *bias;
   float *meanOut, *varOut;
   BnAffine* affine;
+  /// Set for a convolution's channel sums (Conv stats=1, launchChannelSums): the plain sums of x
+  /// and x^2 go there, and nothing else is written.
+  float *rawSum = nullptr, *rawSumSq = nullptr;
   __device__ __forceinline__ void operator()(int64_t c, const double (&sum)[2]) const {
     double k = double(toFloat(x[c * inner]));
+    if (rawSum) { // sum(x) = s0 + n k, sum(x^2) = s1 + 2 k s0 + n k^2
+      rawSum[c] = float(sum[0] + count * k);
+      rawSumSq[c] = float(sum[1] + 2 * k * sum[0] + count * k * k);
+      return;
+    }
     double mean = k + sum[0] / count;
     double var = (sum[1] - sum[0] * sum[0] / count) / count;
     if (var < 0) var = 0;

@@ -33,6 +33,11 @@
 // apply passes compute in float. Every sum has a fixed order for a given device (the launch shape
 // depends only on the shape and the SM count), so results are bit-identical run to run.
 //
+// BatchNormTrain with given_stats=1 (fuse-conv-bn) has no sums pass: a per-channel kernel turns
+// the convolution's plain sums into the statistics and coefficients, then the apply pass runs.
+// The same sums pass, finalized into plain sums (StatsFinalize's raw mode), is what a Conv with
+// stats=1 runs after the convolution where no cuDNN engine emits them (launchChannelSums).
+//
 // Channels-last (layout="nhwc"): the same ops and finalizers, with the sums and apply passes of
 // NhwcNormOps.cu (which finalize in the launch that adds the parts); NormKernels.cuh holds the
 // per-element functors and the finalizers both layouts share.
@@ -203,6 +208,21 @@ __global__ void finalizeKernel(int64_t channels, int parts, const double* partia
   }
 }
 
+/// BatchNormTrain with given_stats=1: the statistics from the convolution's plain sums, in
+/// double, as the CPU computes them (mean = sum / n, biased var = max(sumsq / n - mean^2, 0)).
+__global__ void givenStatsKernel(int64_t channels, const float* sum, const float* sumsq,
+                                 double count, double eps, const float* scale, const float* bias,
+                                 float* meanOut, float* varOut, BnAffine* affine) {
+  HGP_GRID_LOOP(c, channels) {
+    double mean = double(sum[c]) / count;
+    double var = double(sumsq[c]) / count - mean * mean;
+    if (var < 0) var = 0;
+    affine[c] = bnAffine(scale[c], bias[c], mean, var, eps);
+    meanOut[c] = float(mean);
+    varOut[c] = float(var);
+  }
+}
+
 __global__ void inferenceCoefficientsKernel(int64_t channels, const float* scale, const float* bias,
                                             const float* mean, const float* var, double eps,
                                             BnAffine* affine) {
@@ -331,24 +351,38 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "batch_var"));
   bool relu = false;
   HGP_TRY(reluOf(a, relu));
+  auto ops = bnTrainOperands(a.attrs(), a.in.size());
+  if (!ops) return a.fail(ops.status().message());
   const T* residual = nullptr;
-  if (a.in.size() == 4) {
-    if (!relu) return a.fail("a residual input needs activation=relu");
-    HGP_TRY(checkDType(a, a.in[3], a.in[0].dtype, "residual"));
-    HGP_TRY(checkShape(a, a.in[3], *a.in[0].shape, "residual"));
-    if (a.in[3].data == a.out[0].data) return a.fail("the residual must not share Y's storage");
-    residual = a.in[3].as<T>();
+  if (ops->residual >= 0) {
+    const DeviceTensor& r = a.in[size_t(ops->residual)];
+    HGP_TRY(checkDType(a, r, a.in[0].dtype, "residual"));
+    HGP_TRY(checkShape(a, r, *a.in[0].shape, "residual"));
+    if (r.data == a.out[0].data) return a.fail("the residual must not share Y's storage");
+    residual = r.as<T>();
   }
   const T* x = a.in[0].as<T>();
   uint32_t xPitch = 0;
   HGP_TRY(pitchOf(a, a.in[0], s, nhwc, xPitch));
+  double eps = a.attrs().getFloat("epsilon", 1e-5);
+  if (ops->givenStats()) { // the convolution's sums (fuse-conv-bn): no statistics pass
+    BnAffine* affine;
+    HGP_TRY(stepScratch(a, size_t(s.channels) * sizeof(BnAffine), affine));
+    givenStatsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
+        s.channels, a.in[size_t(ops->sum)].f32(), a.in[size_t(ops->sum) + 1].f32(),
+        double(s.count()), eps, a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(),
+        affine);
+    HGP_TRY(checkLaunch(a, "givenStatsKernel"));
+    return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
+                          AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>(), xPitch});
+  }
   SumsPlan sp;
   HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp, xPitch)));
   size_t partialBytes = sp.bytes(s);
   double* partials;
   HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BnAffine), partials));
   auto* affine = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(partials) + partialBytes);
-  StatsFinalize<T> fin{x, s.inner, double(s.count()), a.attrs().getFloat("epsilon", 1e-5),
+  StatsFinalize<T> fin{x, s.inner, double(s.count()), eps,
                        a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(), affine};
   HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner, xPitch}, fin, partials));
   return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
@@ -427,10 +461,13 @@ Status execBatchNorm(CudaArgs& a) {
 }
 
 Status execBatchNormTrain(CudaArgs& a) {
-  HGP_TRY(checkArity(a, 3, 4, 3, 3));
+  HGP_TRY(checkArity(a, 3, 6, 3, 3));
   bool nhwc = false;
   HGP_TRY(readLayout(a, nhwc));
   HGP_TRY(checkChannelOperands(a, 0, 1, 2, nhwc));
+  auto ops = bnTrainOperands(a.attrs(), a.in.size());
+  if (!ops) return a.fail(ops.status().message());
+  if (ops->givenStats()) HGP_TRY(checkChannelOperands(a, 0, size_t(ops->sum), 2, nhwc));
   return dispatchFloat(a, a.in[0].dtype,
                        [&](auto t) { return batchNormTrain<decltype(t)>(a, nhwc); });
 }
@@ -483,6 +520,45 @@ Status execBnStatsGrad(CudaArgs& a) {
       n, a.in[0].f32(), a.in[1].f32(), a.in[2].f32(), a.in[3].f32(),
       a.attrs().getFloat("epsilon", 1e-5), a.out[0].f32(), a.out[1].f32());
   return checkLaunch(a, "bnStatsGradKernel");
+}
+
+} // namespace hgp::cuda
+
+namespace hgp::cuda {
+
+// ---- The channel sums of a convolution's result (Conv stats=1, ConvOps.cpp) ----------------
+
+namespace {
+
+template <typename T>
+Status channelSumsAs(const CudaArgs& a, const DeviceTensor& y, bool nhwc, void* scratch,
+                     size_t* bytes, float* sum, float* sumsq) {
+  ChannelShape s = channelsOf(*y.shape, nhwc);
+  const T* x = y.as<T>();
+  SumsPlan sp;
+  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp)));
+  if (bytes) {
+    *bytes = sp.bytes(s);
+    return Status::ok();
+  }
+  StatsFinalize<T> fin{x, s.inner, double(s.count()), 0.0, nullptr, nullptr, nullptr, nullptr,
+                       nullptr, sum, sumsq};
+  return launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, fin, static_cast<double*>(scratch));
+}
+
+} // namespace
+
+Status channelSumsScratch(const CudaArgs& a, const DeviceTensor& y, bool nhwc, size_t& bytes) {
+  return dispatchFloat(a, y.dtype, [&](auto t) {
+    return channelSumsAs<decltype(t)>(a, y, nhwc, nullptr, &bytes, nullptr, nullptr);
+  });
+}
+
+Status launchChannelSums(const CudaArgs& a, const DeviceTensor& y, bool nhwc, void* scratch,
+                         float* sum, float* sumsq) {
+  return dispatchFloat(a, y.dtype, [&](auto t) {
+    return channelSumsAs<decltype(t)>(a, y, nhwc, scratch, nullptr, sum, sumsq);
+  });
 }
 
 } // namespace hgp::cuda

@@ -1,4 +1,8 @@
-// BatchNormOperands.h - where BatchNormBwd's optional operands are.
+// BatchNormOperands.h - where BatchNormTrain's and BatchNormBwd's optional operands are.
+//
+// BatchNormTrain(X, scale, bias, residual?, sum?, sumsq?) has a residual (fuse-batch-norm's
+// Add + Relu) and, with given_stats=1, the convolution's channel sums (fuse-conv-bn), always
+// the last two; bnTrainOperands says where each is.
 //
 // BatchNormBwd(dY, X, scale, mean, var, Z?, dY2?) (runtime/plan/OpList.def) has two optional
 // trailing operands from fuse-batch-norm (docs/fusion.md): Z, the output of a fused Relu
@@ -14,6 +18,35 @@
 #include <string>
 
 namespace hgp {
+
+/// The optional operands of one BatchNormTrain: indices into its operand list, -1 when absent.
+struct BnTrainOperands {
+  int residual = -1; ///< The residual S (activation="relu"): Y = relu(round(BN(X)) + S).
+  int sum = -1;      ///< given_stats=1: the sums of X, and at sum + 1 those of X^2.
+  bool givenStats() const { return sum >= 0; }
+};
+
+/// Reads given_stats (0 or 1) and checks that the operand count is 3 + (residual) + 2 *
+/// given_stats; a residual needs activation="relu". InvalidModel otherwise.
+inline Expected<BnTrainOperands> bnTrainOperands(const AttrMap& attrs, size_t numInputs) {
+  int64_t given = attrs.getInt("given_stats", 0);
+  if (given != 0 && given != 1)
+    return Status(ErrorCode::InvalidModel, "given_stats must be 0 or 1, got " + std::to_string(given));
+  size_t base = 3 + 2 * size_t(given);
+  if (numInputs != base && numInputs != base + 1)
+    return Status(ErrorCode::InvalidModel,
+                  "given_stats=" + std::to_string(given) + " takes " + std::to_string(base) +
+                      " or " + std::to_string(base + 1) + " operands (X, scale, bias, residual?" +
+                      (given ? ", sum, sumsq" : "") + "), got " + std::to_string(numInputs));
+  BnTrainOperands ops;
+  if (numInputs == base + 1) {
+    if (attrs.getString("activation", "none") != "relu")
+      return Status(ErrorCode::InvalidModel, "a residual input needs activation=\"relu\"");
+    ops.residual = 3;
+  }
+  if (given) ops.sum = int(numInputs) - 2;
+  return ops;
+}
 
 /// The optional operands of one BatchNormBwd: indices into its operand list, -1 when absent.
 struct BnBwdOperands {

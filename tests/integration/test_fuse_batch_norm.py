@@ -17,7 +17,10 @@ the bf16/fp16 rounding of a value that differs in its last float bit otherwise).
 
 Run one test: HGPC_BUILD=build /usr/bin/python3 -m unittest tests/integration/test_fuse_batch_norm.py -k bf16
 """
+import re
 import unittest
+
+import numpy
 
 from common import HgpcTestCase, run, HGPC
 from fused_training import TRAIN, FusedTraining
@@ -44,7 +47,47 @@ class FusionTest(FusedTraining, HgpcTestCase):
         # the shortcut's) fold into the stem's and block 1's end BatchNormBwd.
         self.assertEqual(self.fused_steps(precision, []), (13, 2))
         self.assertEqual(self.fused_steps(precision, ["--no-fuse"]), (0, 0))
-        self.assert_fused_trains_like_unfused(precision, rtol=1e-4 if precision == "fp32" else 2e-2)
+        # fuse-conv-bn (bf16, fp16) computes the variance from sums, which is not bit-identical:
+        # it is left out here and compared on its own below.
+        self.assert_fused_trains_like_unfused(precision, rtol=1e-4 if precision == "fp32" else 2e-2,
+                                              fused_args=["--no-conv-bn-fusion"])
+
+    def check_conv_bn(self, precision):
+        """fuse-conv-bn (docs/fusion.md): every convolution before a BatchNorm (stem, 2 + 2 block
+        convolutions, the downsample) emits its statistics; the plan trains like the one without
+        it, up to the 16-bit rounding of a result whose float value moved in its last bits (one
+        unit in the last place flips, which three SGD steps carry on): it must stay within
+        the distance of the unfused plan from fp32 training, tensor by tensor."""
+        code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",
+                              *TRAIN, "--precision", precision])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(re.findall(r"[{ ,]stats=1\b", out)), 6)
+        self.assertEqual(out.count("given_stats=1"), 6)
+        code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",
+                              *TRAIN, "--precision", precision, "--no-conv-bn-fusion"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(re.findall(r"[{ ,]stats=1\b", out)) + out.count("given_stats"), 0)
+        fused_losses, _, fused = self.train(precision, [], "fused")
+        plain_losses, _, plain = self.train(precision, ["--no-conv-bn-fusion"], "plain")
+        f32_losses, _, f32 = self.train("fp32", [], "f32")
+        # The bound is the precision's own noise, as tests/parity/judge.py's is float32's: per
+        # tensor (and per loss) the fused plan is at most twice as far from the unfused one as
+        # the unfused one is from fp32 training. One step is held to one 16-bit unit in the last
+        # place (tests/unit/FuseConvBatchNormTest.cpp); over three SGD steps of batch 4 such a
+        # flip grows as the 16-bit roundings themselves do (fp16 measured 1.6x at most; bf16 0:
+        # its 8-bit results flip 8x less often).
+        worst = 0.0
+        for name, want in plain.items():
+            if want.dtype.kind != "f":
+                continue
+            fusion = float(numpy.abs(fused[name].astype(numpy.float64) - want).max())
+            noise = float(numpy.abs(f32[name].astype(numpy.float64) - want).max())
+            self.assertLessEqual(fusion, 2 * noise, "%s: fused-unfused %.3g, unfused-fp32 %.3g"
+                                 % (name, fusion, noise))
+            worst = max(worst, fusion / noise if noise else 0.0)
+        for k, (a, b, c) in enumerate(zip(fused_losses, plain_losses, f32_losses)):
+            self.assertLessEqual(abs(a - b), 2 * abs(b - c), "loss of step %d" % k)
+        print("fuse-conv-bn %s: at most %.2f of the %s-fp32 distance" % (precision, worst, precision))
 
     def test_fp32(self):
         self.check("fp32")
@@ -54,6 +97,12 @@ class FusionTest(FusedTraining, HgpcTestCase):
 
     def test_fp16(self):
         self.check("fp16")
+
+    def test_conv_bn_bf16(self):
+        self.check_conv_bn("bf16")
+
+    def test_conv_bn_fp16(self):
+        self.check_conv_bn("fp16")
 
 
 if __name__ == "__main__":

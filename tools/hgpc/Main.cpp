@@ -10,7 +10,7 @@
 //             [--precision fp32|tf32|bf16|fp16] [--records FILE]
 //             [slicing options] [training options]
 //   slicing options: --no-split --no-pipeline --split-width K --pipeline-depth M
-//   fusion and layout: --no-fuse (docs/fusion.md), --layout auto|nchw|nhwc (docs/layout.md)
+//   fusion and layout: --no-fuse, --no-conv-bn-fusion (docs/fusion.md), --layout auto|nchw|nhwc (docs/layout.md)
 //   (`--max-streams 1 --no-split --no-pipeline` gives the plain single-stream plan)
 //
 // Exit codes: 0 ok, 1 internal error, 2 usage error, 3 invalid or unsupported model, 4 i/o
@@ -83,6 +83,10 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "--no-fuse", [&o](int64_t) { o.fuse = false; },
       "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
       "kernels of their own");
+  cmd->add_flag_function(
+      "--no-conv-bn-fusion", [&o](int64_t) { o.disabledPasses.push_back("fuse-conv-bn"); },
+      "bf16/fp16: keep each BatchNorm's statistics pass instead of taking the channel sums "
+      "from the convolution before it (the fuse-conv-bn pass, docs/fusion.md)");
   cmd->add_option("--disable-pass", o.disabledPasses,
                   "leave this IR pass out of the train and eval pipelines, or this plan pass out "
                   "of the plan pipeline (repeatable; to measure what one pass is worth, e.g. "

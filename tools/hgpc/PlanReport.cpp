@@ -16,7 +16,8 @@ namespace {
 
 /// The step's op as the report names it: the op, plus what fusion folded into it
 /// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward, "+Sum"
-/// for a folded gradient Sum, dy_parts=2).
+/// for a folded gradient Sum, dy_parts=2; fuse-conv-bn: "+BnStats" on a convolution that sums
+/// its result's channels, "(stats)" on the BatchNormTrain that reads those sums).
 std::string stepLabel(const PlanStep& s) {
   std::string label = opName(s.op);
   if (s.op == OpKind::BatchNormBwd) {
@@ -24,8 +25,11 @@ std::string stepLabel(const PlanStep& s) {
     if (s.attrs.getInt("dy_parts", 1) == 2) label += "+Sum";
     return label;
   }
+  // fuse-conv-bn: the convolution that emits the channel sums, the BatchNorm that takes them.
+  if (s.op == OpKind::Conv && s.attrs.getInt("stats", 0)) label += "+BnStats";
+  if (s.op == OpKind::BatchNormTrain && s.attrs.getInt("given_stats", 0)) label += "(stats)";
   if (s.attrs.getString("activation", "none") != "relu") return label;
-  if (s.op == OpKind::BatchNormTrain && s.inputs.size() == 4) return label + "+AddRelu";
+  if (s.op == OpKind::BatchNormTrain && s.inputs.size() % 2 == 0) return label + "+AddRelu";
   return label + "+Relu";
 }
 
@@ -282,6 +286,11 @@ void printPlanReport(const Plan& plan, const Target& target, Precision precision
   int folded = 0;
   for (const PlanStep& s : program->steps) folded += s.attrs.getInt("dy_parts", 1) == 2;
   if (folded) os << format("fusion: %d gradient Sums folded into BatchNormBwd (+Sum)\n", folded);
+  int stats = 0;
+  for (const PlanStep& s : program->steps) stats += s.op == OpKind::Conv && s.attrs.getInt("stats", 0);
+  if (stats)
+    os << format("fusion: %d BatchNorm statistics passes taken over by the convolution before "
+                 "them (Conv+BnStats, BatchNormTrain(stats))\n", stats);
   printFusedGroups(*program, cost, os);
   printLayout(plan, *program, cost, os);
   printViews(plan, *program, os);
