@@ -535,15 +535,17 @@ Status channelSumsAs(const CudaArgs& a, const DeviceTensor& y, bool nhwc, void* 
                      size_t* bytes, float* sum, float* sumsq) {
   ChannelShape s = channelsOf(*y.shape, nhwc);
   const T* x = y.as<T>();
+  uint32_t pitch = 0;
+  HGP_TRY(pitchOf(a, y, s, nhwc, pitch));
   SumsPlan sp;
-  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp)));
+  HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp, pitch)));
   if (bytes) {
     *bytes = sp.bytes(s);
     return Status::ok();
   }
   StatsFinalize<T> fin{x, s.inner, double(s.count()), 0.0, nullptr, nullptr, nullptr, nullptr,
                        nullptr, sum, sumsq};
-  return launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner}, fin, static_cast<double*>(scratch));
+  return launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner, pitch}, fin, static_cast<double*>(scratch));
 }
 
 } // namespace
