@@ -135,8 +135,8 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
   if (!last) xs = stored_xs, ws = stored_ws, ys = stored_ys;
   for (const DeviceTensor& v : a.in)
     if (v.dtype != dt) return a.fail("operands of one convolution must share a dtype");
-  for (const DeviceTensor& v : a.out)
-    if (v.dtype != dt) return a.fail("the result must have the operands' dtype");
+  // Result 0 only: a convolution with stats=1 (fuse-conv-bn) also gives f32 channel sums.
+  if (a.out[0].dtype != dt) return a.fail("the result must have the operands' dtype");
   HGP_ASSIGN_OR_RETURN(cudnnDataType_t type, cudnnTypeOf(a, dt));
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.x));
   HGP_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));

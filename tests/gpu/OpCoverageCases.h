@@ -16,6 +16,7 @@
 #include "tests/gpu/TestGraphs.h"
 #include "tools/hgpc/Compile.h"
 
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <set>
@@ -100,7 +101,9 @@ inline Case lenetCase(const std::string& name, std::function<void(CompileOptions
   mixed = probe.precision == Precision::BF16 || probe.precision == Precision::FP16;
   return {name, "train", mixed, [=]() -> std::optional<EmittedPlan> {
             CompileOptions o;
-            o.modelPath = std::string(HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
+            // $HGP_SOURCE_DIR first: on the GPU machine the build's own path does not exist.
+            const char* root = std::getenv("HGP_SOURCE_DIR");
+            o.modelPath = std::string(root ? root : HGP_SOURCE_DIR) + "/samples/lenet5.onnx";
             o.batch = 8;
             o.precision = Precision::FP32;
             o.maxStreams = 1;

@@ -59,7 +59,7 @@ class FusionTest(FusedTraining, HgpcTestCase):
         unit in the last place flips, which three SGD steps carry on): it must stay within
         the distance of the unfused plan from fp32 training, tensor by tensor."""
         code, out, err = run([HGPC, "compile", self.model(), "--batch", "4", "--emit", "plan",
-                              *TRAIN, "--precision", precision])
+                              *TRAIN, "--precision", precision, "--conv-bn-fusion"])
         self.assertEqual(code, 0, err)
         self.assertEqual(len(re.findall(r"[{ ,]stats=1\b", out)), 6)
         self.assertEqual(out.count("given_stats=1"), 6)
@@ -67,7 +67,7 @@ class FusionTest(FusedTraining, HgpcTestCase):
                               *TRAIN, "--precision", precision, "--no-conv-bn-fusion"])
         self.assertEqual(code, 0, err)
         self.assertEqual(len(re.findall(r"[{ ,]stats=1\b", out)) + out.count("given_stats"), 0)
-        fused_losses, _, fused = self.train(precision, [], "fused")
+        fused_losses, _, fused = self.train(precision, ["--conv-bn-fusion"], "fused")
         plain_losses, _, plain = self.train(precision, ["--no-conv-bn-fusion"], "plain")
         f32_losses, _, f32 = self.train("fp32", [], "f32")
         # The bound is the precision's own noise, as tests/parity/judge.py's is float32's: per

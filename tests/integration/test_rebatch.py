@@ -69,6 +69,27 @@ class RebatchTest(HgpcTestCase):
                       "and were moved to --batch 8", err2)
         self.assertEqual(ir2, ir8)
 
+    def test_constant_noise_follows_batch(self):
+        """torch 2.11's exporters write stochastic depth's noise as a constant [N, 1, 1, 1]
+        tensor (no ConstantOfShape): a batch-2 file at --batch 8 matches the batch-8 file."""
+        irs = []
+        for b in (2, 8):
+            m = model(b)
+            g = m.graph
+            shape_init = next(i for i in g.initializer if i.name == "noise_shape")
+            g.initializer.remove(shape_init)
+            node = next(nd for nd in g.node if nd.op_type == "ConstantOfShape")
+            g.node.remove(node)
+            g.node.insert(0, helper.make_node("Constant", [], ["noise"], value=numpy_helper.from_array(
+                np.zeros((b, 1, 1, 1), np.float32))))
+            path = self.path("c%d.onnx" % b)
+            onnx.save(m, path)
+            rc, ir, err = run([HGPC, "compile", path, "-o", self.path("t%d" % b), "--emit", "ir",
+                               "--batch", "8"])
+            self.assertEqual(rc, 0, err)
+            irs.append(ir)
+        self.assertEqual(irs[0], irs[1])
+
     def test_without_batch_nothing_moves(self):
         rc, _, err = self.compile_ir(2, [])
         self.assertEqual(rc, 0, err)

@@ -137,7 +137,9 @@ Expected<Compilation> compileModel(const CompileOptions& o) {
     c.train->setName(c.forward->name() + ".train");
     c.eval->setName(c.forward->name() + ".eval");
     std::string logitsName = c.forward->outputs()[0]->name();
-    PipelineOptions po{r.precision, r.nhwc, o.fuse, o.disabledPasses};
+    std::vector<std::string> disabled = o.disabledPasses;
+    if (!o.convBnFusion) disabled.push_back("fuse-conv-bn");
+    PipelineOptions po{r.precision, r.nhwc, o.fuse, disabled};
     po.u8Pixels = o.train.pixels == "u8";
     HGP_TRY(runPipeline(*c.train, o.passes.empty() ? pipelineFor(PipelineKind::Train, po) : o.passes,
                         c.ctx));

@@ -61,6 +61,9 @@ struct CompileOptions {
   /// after autodiff, fuse-elementwise last; docs/fusion.md). An explicit --passes list is taken
   /// as given.
   bool fuse = true;
+  /// --conv-bn-fusion: run the fuse-conv-bn pass (bf16/fp16). Off by default until its CUDA
+  /// path has passed on a GPU: the H200 run of 2026-12-02 refused every stats=1 convolution.
+  bool convBnFusion = false;
   /// "nchw", "nhwc" or "auto": channels-last activations around the convolutions (the pass
   /// layout-nhwc, docs/layout.md); auto picks nhwc where the precision runs on the target's
   /// tensor cores (tf32, bf16, fp16), whose convolutions want it, and nchw for fp32.

@@ -84,9 +84,13 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "no fusion passes: every BatchNorm, Relu, Add, elementwise op and their gradients run as "
       "kernels of their own");
   cmd->add_flag_function(
-      "--no-conv-bn-fusion", [&o](int64_t) { o.disabledPasses.push_back("fuse-conv-bn"); },
-      "bf16/fp16: keep each BatchNorm's statistics pass instead of taking the channel sums "
-      "from the convolution before it (the fuse-conv-bn pass, docs/fusion.md)");
+      "--conv-bn-fusion", [&o](int64_t) { o.convBnFusion = true; },
+      "bf16/fp16: take each BatchNorm's channel sums from the convolution before it instead "
+      "of a statistics pass (the fuse-conv-bn pass, docs/fusion.md; experimental, off by "
+      "default until its CUDA path passes on a GPU)");
+  cmd->add_flag_function(
+      "--no-conv-bn-fusion", [&o](int64_t) { o.convBnFusion = false; },
+      "the default: keep each BatchNorm's statistics pass");
   cmd->add_option("--disable-pass", o.disabledPasses,
                   "leave this IR pass out of the train and eval pipelines, or this plan pass out "
                   "of the plan pipeline (repeatable; to measure what one pass is worth, e.g. "

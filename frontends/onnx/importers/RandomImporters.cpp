@@ -48,7 +48,21 @@ Status compareDraw(OnnxNode& n, bool less) {
   HGP_ASSIGN_OR_RETURN(double low, d.attrFloat("low", 0.0));
   HGP_ASSIGN_OR_RETURN(double high, d.attrFloat("high", 1.0));
   if (!(high > low)) return d.fail("high must be greater than low");
-  HGP_ASSIGN_OR_RETURN(Value * like, d.input(0));
+  Value* like = nullptr;
+  // A static export's noise tensor (torch.empty([N, 1, 1, 1])) is a constant of the export's
+  // batch: under --batch its mask follows the new batch (followBatch, ImportContext.h).
+  if (TensorDataPtr k = d.known(0)) {
+    std::vector<int64_t> shape(k->type.shape.begin(), k->type.shape.end());
+    if (followBatch(n.ctx(), shape, -1)) {
+      TensorType t{k->type.dtype, Shape(shape.begin(), shape.end())};
+      HGP_ASSIGN_OR_RETURN(auto data, makeTensor(t, "the rebatched noise of " + d.loc()));
+      HGP_ASSIGN_OR_RETURN(like, n.graph().addGraphValue(n.graph().uniqueName(d.inputName(0)),
+                                                         TensorRole::Const, t, std::move(data)));
+    }
+  }
+  if (!like) {
+    HGP_ASSIGN_OR_RETURN(like, d.input(0));
+  }
   double below = (c - low) / (high - low); // P(draw < c)
   // draw < c, or c > draw: P(1) = below; draw > c, or c < draw: 1 - below.
   bool drawBelow = (drawIndex == 0) == less;
