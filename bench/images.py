@@ -16,8 +16,11 @@ DataLoader, and the Fashion-MNIST JPEG convergence of issue 21 (docs/data.md).
   ResNet-18 (28 x 28 variant, samples/make_resnet18_28.py) on Fashion-MNIST read as a JPEG image
   folder with --augment cifar (RandomCrop(28, padding=4) + flip + Normalize), against the same
   recipe in PyTorch (DataLoader + torchvision transforms): SGD lr 0.1 momentum 0.9 wd 5e-4,
-  cosine over the run, batch 128, the same epochs. Prints both accuracy curves; writes
-  converge.md and converge.json.
+  cosine over the run, batch 128, the same epochs, the same initial weights. --seeds N runs
+  each side N times (data seeds 0..N-1: order, crops and flips; the curves are the means);
+  --replay also trains PyTorch on hgpc's own batches (bench/hgpc_draws.py), so that a gap can
+  be put down to the random draws (replay tracks hgpc) or to hgpc's arithmetic (replay tracks
+  PyTorch's DataLoader run). Prints the curves; writes converge.md and converge.json.
 
 Both make their data with scripts/make_image_data.py (cached in --work).
 """
@@ -177,24 +180,53 @@ def throughput(args):
         json.dump(rows, f, indent=1)
 
 
-def torch_converge(train_dir, test_dir, epochs, batch, steps_total, workers):
+def model_r18_28():
+    """The model samples/make_resnet18_28.py exports, with the same initial weights (seed 0)."""
     import torch
     import torch.nn as nn
-    import torchvision
     import torchvision.models as tvm
-    import torchvision.transforms as T
     torch.manual_seed(0)
     m = tvm.resnet18(num_classes=10)
     m.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
     m.maxpool = nn.Identity()
-    m = m.cuda()
-    norm = T.Normalize((0.2860,), (0.3530,))
+    return m
+
+
+def replay_batches(images, labels, batch, epoch, seed):
+    """hgpc's batches of one epoch under --augment cifar --seed SEED (bench/hgpc_draws.py)."""
+    import numpy as np
+    import torch
+    import hgpc_draws
+    order = hgpc_draws.epoch_order(len(labels), seed, epoch)
+    for k in range(len(labels) // batch):
+        idx = order[k * batch:(k + 1) * batch]
+        x = np.stack([hgpc_draws.cifar_sample(images[i], seed, epoch, i) for i in idx])
+        yield torch.from_numpy(x[:, None]), torch.tensor([labels[i] for i in idx])
+
+
+def torch_converge(train_dir, test_dir, epochs, batch, steps_total, workers, data_seed, replay=False):
+    """PyTorch's run of the recipe: the DataLoader with torchvision's transforms (its shuffling and
+    draws seeded by data_seed), or, with replay, hgpc's own batches for --seed data_seed."""
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torchvision
+    import torchvision.transforms as T
+    m = model_r18_28().cuda()
+    torch.manual_seed(1000 + data_seed)
+    mean, std = 0.2860, 0.3530
+    norm = T.Normalize((mean,), (std,))
     gray = T.Grayscale(1)
     train = torchvision.datasets.ImageFolder(train_dir, transform=T.Compose([
         gray, T.RandomCrop(28, padding=4), T.RandomHorizontalFlip(), T.ToTensor(), norm]))
     test = torchvision.datasets.ImageFolder(test_dir, transform=T.Compose([gray, T.ToTensor(), norm]))
-    dl = torch.utils.data.DataLoader(train, batch, shuffle=True, num_workers=workers, drop_last=True,
-                                     pin_memory=True, persistent_workers=True)
+    if replay:
+        from PIL import Image
+        images = [np.asarray(Image.open(p).convert("RGB").convert("L")) for p, _ in train.samples]
+        labels = [c for _, c in train.samples]
+    else:
+        dl = torch.utils.data.DataLoader(train, batch, shuffle=True, num_workers=workers, drop_last=True,
+                                         pin_memory=True, persistent_workers=True)
     tl = torch.utils.data.DataLoader(test, 1000, num_workers=workers)
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps_total)
@@ -202,8 +234,11 @@ def torch_converge(train_dir, test_dir, epochs, batch, steps_total, workers):
     curve = []
     for epoch in range(epochs):
         m.train()
-        for x, y in dl:
-            loss = loss_fn(m(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+        for x, y in (replay_batches(images, labels, batch, epoch, data_seed) if replay else dl):
+            x = x.cuda(non_blocking=True)
+            if replay:
+                x = (x.float() / 255 - mean) / std
+            loss = loss_fn(m(x), y.cuda(non_blocking=True))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -215,8 +250,13 @@ def torch_converge(train_dir, test_dir, epochs, batch, steps_total, workers):
                 correct += (m(x.cuda()).argmax(1).cpu() == y).sum().item()
                 n += len(y)
         curve.append(100.0 * correct / n)
-        print("pytorch epoch %d: %.2f%%" % (epoch + 1, curve[-1]), flush=True)
+        print("pytorch%s seed %d epoch %d: %.2f%%" % (" (hgpc's batches)" if replay else "", data_seed,
+                                                     epoch + 1, curve[-1]), flush=True)
     return curve
+
+
+def mean_curve(curves):
+    return [statistics.mean(c[e] for c in curves) for e in range(min(map(len, curves)))] if curves else []
 
 
 def converge(args):
@@ -234,30 +274,44 @@ def converge(args):
     sh([args.hgpc, "compile", onnx_path, "-o", exe, "--batch", batch, "--optimizer", "sgd", "--lr",
         "0.1", "--momentum", "0.9", "--weight-decay", "5e-4", "--schedule", "cosine", "--t-max",
         steps, "--precision", args.precision])
-    t0 = time.time()
-    p = sh([exe, "--data", "imagefolder:" + train_dir, "--eval", "imagefolder:" + test_dir,
-            "--epochs", args.epochs, "--augment", "cifar", "--normalize", "0.2860,0.3530",
-            "--device", "cuda", "--progress", "plain"])
-    hgpc_s = time.time() - t0
-    ours = [float(x) for x in re.findall(r"eval after epoch \d+ .*?accuracy ([\d.]+)%", p.stderr)]
-    t0 = time.time()
-    theirs = torch_converge(train_dir, test_dir, args.epochs, batch, steps, args.workers)
-    torch_s = time.time() - t0
-    lines = ["| epoch | hgpc accuracy % | PyTorch accuracy % |", "|---|---|---|"]
+    runs = dict(hgpc=[], pytorch=[], replay=[])
+    secs = dict(hgpc=0.0, pytorch=0.0, replay=0.0)
+    # Every seed changes the data order and the crops and flips, never the initial weights.
+    for seed in range(args.seeds):
+        t0 = time.time()
+        p = sh([exe, "--data", "imagefolder:" + train_dir, "--eval", "imagefolder:" + test_dir,
+                "--epochs", args.epochs, "--augment", "cifar", "--normalize", "0.2860,0.3530",
+                "--device", "cuda", "--progress", "plain", "--seed", seed])
+        secs["hgpc"] += time.time() - t0
+        runs["hgpc"].append([float(x) for x in re.findall(r"eval after epoch \d+ .*?accuracy ([\d.]+)%", p.stderr)])
+        print("hgpc seed %d: %s" % (seed, runs["hgpc"][-1]), flush=True)
+        for kind in ("pytorch", "replay") if args.replay else ("pytorch",):
+            t0 = time.time()
+            runs[kind].append(torch_converge(train_dir, test_dir, args.epochs, batch, steps, args.workers,
+                                             seed, replay=kind == "replay"))
+            secs[kind] += time.time() - t0
+    ours, theirs, replayed = (mean_curve(runs[k]) for k in ("hgpc", "pytorch", "replay"))
+    head = "| epoch | hgpc accuracy % | PyTorch accuracy % |" + (" PyTorch on hgpc's batches % |" if replayed else "")
+    lines = [head, "|---|---|---|" + ("---|" if replayed else "")]
+    cell = lambda c, e: "%.2f" % c[e] if e < len(c) else ""
     for e in range(args.epochs):
-        lines.append("| %d | %s | %s |" % (e + 1, "%.2f" % ours[e] if e < len(ours) else "",
-                                          "%.2f" % theirs[e] if e < len(theirs) else ""))
+        lines.append("| %d | %s | %s |" % (e + 1, cell(ours, e), cell(theirs, e)) +
+                     (" %s |" % cell(replayed, e) if replayed else ""))
     table = "\n".join(lines)
-    summary = ("ResNet-18 28x28, Fashion-MNIST JPEG folder, --augment cifar, %d epochs, %s: hgpc "
-               "%.2f%% (%.0f s), PyTorch %.2f%% (%.0f s)" % (args.epochs, args.precision,
-                                                         ours[-1] if ours else float("nan"), hgpc_s,
-                                                         theirs[-1], torch_s))
+    finals = lambda k: ", ".join("%.2f" % c[-1] for c in runs[k] if c)
+    summary = ("ResNet-18 28x28, Fashion-MNIST JPEG folder, --augment cifar, %d epochs, %s, mean of %d "
+               "seed(s): hgpc %.2f%% (%.0f s; finals %s), PyTorch %.2f%% (%.0f s; finals %s)" % (
+                   args.epochs, args.precision, args.seeds, ours[-1] if ours else float("nan"),
+                   secs["hgpc"], finals("hgpc"), theirs[-1], secs["pytorch"], finals("pytorch")))
+    if replayed:
+        summary += ", PyTorch on hgpc's batches %.2f%% (finals %s)" % (replayed[-1], finals("replay"))
     print(summary)
     print(table)
     with open(os.path.join(args.out, "converge.md"), "w") as f:
         f.write(summary + "\n\n" + table + "\n")
     with open(os.path.join(args.out, "converge.json"), "w") as f:
-        json.dump(dict(hgpc=ours, pytorch=theirs, hgpc_s=hgpc_s, torch_s=torch_s), f)
+        json.dump(dict(hgpc=ours, pytorch=theirs, replay=replayed, runs=runs, hgpc_s=secs["hgpc"],
+                       torch_s=secs["pytorch"]), f)
 
 
 def main():
@@ -274,6 +328,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--precision", default="tf32")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="converge: runs per side, data seeds 0..N-1 (the curves are their means)")
+    ap.add_argument("--replay", action="store_true",
+                    help="converge: also train PyTorch on hgpc's own batches (its order, crops and "
+                         "flips for the same --seed), which separates the draws from the arithmetic")
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist",
                     help="converge: the Fashion-MNIST idx.gz files")
     args = ap.parse_args()

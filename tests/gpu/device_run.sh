@@ -387,6 +387,9 @@ PY
   images-converge)
     # ResNet-18 28x28 on Fashion-MNIST as a JPEG folder with --augment cifar, 10 epochs, against
     # the same recipe in PyTorch (DataLoader + torchvision transforms; about 5 minutes).
+    # IMAGES_ARGS="--epochs 3 --seeds 3 --replay" runs each side on three data seeds (the curves
+    # are the means) and PyTorch once more per seed on hgpc's own batches (bench/hgpc_draws.py),
+    # which tells a gap of the random draws from one of hgpc's CUDA arithmetic (docs/data.md).
     PYTHONUNBUFFERED=1 python3 -W ignore bench/images.py converge --out "$OUT" --work "$work/images" \
       --hgpc "$(command -v hgpc)" --fashion "$fm" ${IMAGES_ARGS:-} > "$OUT/images-converge.log" 2>&1
     rc=$?; check $rc "images-converge"
