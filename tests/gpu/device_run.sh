@@ -26,7 +26,8 @@
 # nor kinks (issue 20: the ReLU and pooling kinks of the CUDA run of ResNet-18, found with
 # hgp_forward_dump --device cuda and forced; KINKS_MODELS picks others),
 # nor modern (EfficientNet and ConvNeXt exported there by both exporters, 3 steps on CUDA:
-# tests/gpu/modern_export.py).
+# tests/gpu/modern_export.py), nor families (every torchvision CNN family exported there in
+# training mode, 3 steps on CUDA with finite losses: modern_export.py --families).
 # BENCH_ARGS passes more options to bench/bench.py (e.g. --op-times, --cases alexnet:128),
 # SCALING_ARGS to bench/scaling.py (e.g. --precision tf32,bf16, --cases resnet50:128),
 # LAYERS_ARGS to bench/layers.py (e.g. --max-layers 0 --time-limit 480: all 160 layers),
@@ -224,6 +225,17 @@ PY
     grep '^{' "$OUT/modern_bf16.log" | cut -c1-300 | sed 's/^/bf16 /' | tee -a "$summary"
     note "modern families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
     grep '^{' "$OUT/modern.log" | cut -c1-300 | tee -a "$summary"
+    ;;
+  families)
+    # Issue 23's sweep on this machine's torch: every torchvision classification CNN family
+    # (tests/parity/sweep.py's FAMILIES at parity.py's small sizes), exported in training mode
+    # by the TorchScript exporter, compiled and trained 3 steps on CUDA; a model fails when its
+    # compile fails, its executable exits non-zero, or a step's loss is not finite.
+    python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" --families \
+      > "$OUT/families.log" 2>&1
+    rc=$?; check $rc "families"
+    note "torchvision families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
+    grep '^{' "$OUT/families.log" | cut -c1-240 | tee -a "$summary"
     ;;
   kinks)
     # Issue 20: the zoo's ResNet-18 case (batch 4, SGD with Nesterov, 3 steps) was 2.44x its

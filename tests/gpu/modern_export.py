@@ -11,13 +11,21 @@ with stochastic depth on (torchvision's defaults), through both exporters:
 
 Each export (at batch 2) is compiled with hgpc (`--batch 8`) and trained 3 steps on synthetic data on CUDA.
 One JSON line per model and exporter; hgpc's warnings (an inference-mode export) are reported.
+A run trains when the executable exits 0 and every step's loss it logs (--metrics) is finite.
 Exits 1 when any export that torch wrote fails to compile or train.
 
+With --families, every torchvision classification CNN family instead (issue 23's sweep,
+tests/parity/sweep.py's FAMILIES, each model at the small size tests/parity/parity.py gives it),
+through the TorchScript exporter in training mode only (the training-mode export; the dynamo
+exporter has no training form).
+
     python3 tests/gpu/modern_export.py --hgpc $(command -v hgpc) [--models convnext_tiny]
+    python3 tests/gpu/modern_export.py --hgpc $(command -v hgpc) --families
 """
 import argparse
 import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -50,6 +58,30 @@ def export(model, x, path, exporter):
         return "model.train(), no training flag"
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def family_models():
+    """(name, constructor, input shape) for each model of the sweep's families."""
+    sys.path.insert(0, os.path.join(HERE, "..", "parity"))
+    import parity  # noqa: E402 - tests/parity/parity.py: the models and their sizes
+    import sweep  # noqa: E402
+    return [(m, parity.MODELS[m][0], parity.MODELS[m][1]) for _, m in sweep.FAMILIES]
+
+
+def train(exe, steps, work):
+    """Runs `steps` steps on CUDA: (exit code, last lines, losses)."""
+    metrics = os.path.join(work, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    r = subprocess.run([exe, "--data", "synthetic:64", "--steps", str(steps), "--device", "cuda",
+                        "--progress", "plain", "--metrics", metrics], capture_output=True, text=True)
+    losses = []
+    if os.path.exists(metrics):
+        losses = [json.loads(l)["loss"] for l in open(metrics) if l.strip() and "eval" not in l]
+    return r.returncode, (r.stdout + r.stderr).strip().splitlines()[-3:], losses
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hgpc", default="hgpc")
@@ -64,18 +96,28 @@ def main():
     ap.add_argument("--export-batch", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--precision", default="tf32", help="hgpc compile --precision (tf32, bf16, ...)")
+    ap.add_argument("--families", action="store_true",
+                    help="every torchvision family at a small size (tests/parity/sweep.py), "
+                    "TorchScript exporter only")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
+    if args.families:
+        cases = family_models()
+        exporters = ("script",)
+    else:
+        cases = [(n, lambda n=n: getattr(tvm, n)(num_classes=10), (3, args.size, args.size))
+                 for n in args.models.split(",")]
+        exporters = ("script", "dynamo")
     failed = 0
     with tempfile.TemporaryDirectory() as work:
-        for name in args.models.split(","):
-            for exporter in ("script", "dynamo"):
+        for name, make, shape in cases:
+            for exporter in exporters:
                 row = dict(model=name, exporter=exporter, torch=torch.__version__)
                 torch.manual_seed(0)
-                model = getattr(tvm, name)(num_classes=10).train()
+                model = make().train()
                 path = os.path.join(work, "%s_%s.onnx" % (name, exporter))
                 try:
-                    row["export"] = export(model, torch.randn(args.export_batch, 3, args.size, args.size), path,
+                    row["export"] = export(model, torch.randn(args.export_batch, *shape), path,
                                            exporter)
                 except Exception as e:  # noqa: BLE001 - the exporter's own failure is reported
                     row["export_failed"] = str(e).splitlines()[0][:200]
@@ -92,12 +134,11 @@ def main():
                     failed += 1
                     print(json.dumps(row), flush=True)
                     continue
-                r = subprocess.run([exe, "--data", "synthetic:64", "--steps", str(args.steps),
-                                    "--device", "cuda", "--progress", "plain"],
-                                   capture_output=True, text=True)
-                row["train_exit"] = r.returncode
-                row["train_tail"] = (r.stdout + r.stderr).strip().splitlines()[-3:]
-                failed += r.returncode != 0
+                rc, tail, losses = train(exe, args.steps, work)
+                row["train_exit"], row["train_tail"], row["losses"] = rc, tail, losses
+                trained = rc == 0 and len(losses) == args.steps and all(map(math.isfinite, losses))
+                row["trains"] = trained
+                failed += not trained
                 print(json.dumps(row), flush=True)
     sys.exit(1 if failed else 0)
 

@@ -64,7 +64,25 @@ MODELS = {
     # permutes, the erf form of GELU, layer scale; layer_scale 1 so that the blocks matter.
     "efficientnet_b0": (lambda: tvm.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0), (3, 64, 64), 4),
     "convnext_reduced": (lambda: convnext_reduced(), (3, 64, 64), 4),
+    # The rest of torchvision's classification CNN families (issue 23's sweep, tests/parity/
+    # sweep.py), at small sizes. ResNeXt and Wide-ResNet keep their bottleneck's grouped or
+    # doubled width but one block per stage; RegNet, MNASNet, ShuffleNet-v2 and MobileNet-v3 are
+    # the smallest of each family; EfficientNet-V2-S with stochastic depth off, as B0.
+    "resnext_reduced": (lambda: resnet_reduced(groups=32, width_per_group=4), (3, 64, 64), 4),
+    "wide_resnet_reduced": (lambda: resnet_reduced(width_per_group=128), (3, 64, 64), 4),
+    "mobilenet_v3_small": (lambda: tvm.mobilenet_v3_small(num_classes=10), (3, 64, 64), 4),
+    "mobilenet_v3_large": (lambda: tvm.mobilenet_v3_large(num_classes=10), (3, 64, 64), 4),
+    "mnasnet0_5": (lambda: tvm.mnasnet0_5(num_classes=10), (3, 64, 64), 4),
+    "shufflenet_v2_x0_5": (lambda: tvm.shufflenet_v2_x0_5(num_classes=10), (3, 64, 64), 4),
+    "regnet_x_400mf": (lambda: tvm.regnet_x_400mf(num_classes=10), (3, 64, 64), 4),
+    "regnet_y_400mf": (lambda: tvm.regnet_y_400mf(num_classes=10), (3, 64, 64), 4),
+    "efficientnet_v2_s": (lambda: tvm.efficientnet_v2_s(num_classes=10, stochastic_depth_prob=0.0), (3, 64, 64), 4),
 }
+
+
+def resnet_reduced(**kw):
+    from torchvision.models.resnet import Bottleneck, ResNet
+    return ResNet(Bottleneck, [1, 1, 1, 1], num_classes=10, **kw)
 
 
 def convnext_reduced():
