@@ -42,30 +42,9 @@ Status set(Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_
 constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6, kSum = 7,
                   kSumSq = 8;
 
-/// Strides of NCHW-ordered dims, stored as laid out (channels-last: C innermost, pixels `pitch`
-/// elements apart when it is not 0, a pitched view; C apart otherwise).
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims, bool channelsLast,
-                               int64_t pitch = 0) {
-  std::vector<int64_t> strides(dims.size());
-  std::vector<size_t> order(dims.size()); // innermost first
-  for (size_t i = 0; i < dims.size(); ++i) order[i] = dims.size() - 1 - i;
-  if (channelsLast && dims.size() > 2) {
-    order.clear();
-    order.push_back(1);
-    for (size_t i = dims.size(); i-- > 2;) order.push_back(i);
-    order.push_back(0);
-  }
-  int64_t s = 1;
-  for (size_t i : order) {
-    strides[i] = s;
-    s *= channelsLast && pitch && i == 1 ? pitch : dims[i];
-  }
-  return strides;
-}
-
 Status tensor(Desc& t, int64_t uid, const std::vector<int64_t>& dims, cudnnDataType_t type,
               bool channelsLast, bool isVirtual = false, int64_t pitch = 0) {
-  std::vector<int64_t> strides = stridesOf(dims, channelsLast, pitch);
+  std::vector<int64_t> strides = convStrides(dims, channelsLast, pitch);
   int64_t align = 16; // the memory plan and every staging buffer align tensors to 256 bytes
   HGP_TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
   if (isVirtual) HGP_TRY(set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual));
@@ -118,6 +97,25 @@ Status pointwise(Desc& pw, Desc& op, cudnnPointwiseMode_t mode, Desc& x, Desc* b
 }
 
 } // namespace
+
+std::vector<int64_t> convStrides(const std::vector<int64_t>& dims, bool channelsLast, int64_t pitch) {
+  std::vector<int64_t> strides(dims.size());
+  std::vector<size_t> order(dims.size()); // innermost first
+  for (size_t i = 0; i < dims.size(); ++i) order[i] = dims.size() - 1 - i;
+  if (channelsLast && dims.size() > 2) {
+    order.clear();
+    order.push_back(1);
+    for (size_t i = dims.size(); i-- > 2;) order.push_back(i);
+    order.push_back(0);
+  }
+  int64_t s = 1;
+  for (size_t i : order) {
+    strides[i] = s;
+    s *= channelsLast && pitch && i == 1 ? pitch : dims[i];
+  }
+  return strides;
+}
+
 
 struct ConvGraphDescriptors {
   Desc x, w, y, conv, op, graph;

@@ -47,6 +47,12 @@ struct ConvEpilogue {
   bool any() const { return bias || relu || stats; }
 };
 
+/// Strides of NCHW-ordered dims, stored as laid out: row-major, or channels-last (C innermost,
+/// pixels `pitch` elements apart when it is not 0, a pitched view; C apart otherwise). The legacy
+/// descriptors (ConvOps) and the graph API's tensors share it.
+std::vector<int64_t> convStrides(const std::vector<int64_t>& dims, bool channelsLast,
+                                 int64_t pitch = 0);
+
 struct ConvGraphDescriptors; // the descriptors one plan keeps alive (ConvGraph.cpp)
 
 /// A finalized execution plan for one phase.

@@ -21,7 +21,11 @@
 // hgpc's sums kernel after the convolution (NormOps.cu's statistics pass, finalized into plain
 // sums); the two are timed and the faster kept, and --verbose says per layer which won, or why
 // cuDNN had no engine for the layer.
+// Pitched operands (strided views): cuDNN is asked with strided descriptors first; a phase for
+// which neither a legacy algorithm nor a graph engine qualifies runs on dense copies of them in
+// the workspace (ConvStaging.h), and --verbose says so.
 #include "runtime/cuda/ConvGraph.h"
+#include "runtime/cuda/ConvStaging.h"
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/cuda/TuningCache.h"
 #include "runtime/plan/Layout.h"
@@ -73,12 +77,19 @@ struct ConvState final : StepState {
   float beta = 0.f; ///< 1 when the phase adds to its result (accumulate=1)
   void* sumsScratch = nullptr; ///< stats=1: the sums kernel's partials, when it runs
   size_t sumsBytes = 0;
-  ~ConvState() override {
-    if (sumsScratch) cudaFree(sumsScratch);
+  ConvStaging staging; ///< Pitched operands cuDNN has no algorithm for: their dense copies
+  /// Destroys the descriptors (to describe the phase again, dense).
+  void release() {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    x = y = nullptr, w = nullptr, conv = nullptr;
+    algo = -1, graph.reset(), fused.reset(), workspace = 0;
+  }
+  ~ConvState() override {
+    if (sumsScratch) cudaFree(sumsScratch);
+    release();
   }
 };
 
@@ -101,22 +112,9 @@ bool tensorCoresAllowed(const CudaArgs& a, const ConvState& s) {
 /// pixels `pitch` elements apart when that is not 0 (a pitched view, OpList.def's HGP_PITCHED).
 Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type, bool channelsLast,
                  int64_t pitch = 0) {
-  std::vector<int> dims = cudnnDims(s), strides(dims.size());
-  int st = 1;
-  if (channelsLast) {
-    strides[1] = 1;
-    st = pitch ? int(pitch) : dims[1];
-    for (int i = int(dims.size()) - 1; i >= 2; --i) {
-      strides[size_t(i)] = st;
-      st *= dims[size_t(i)];
-    }
-    strides[0] = st;
-  } else {
-    for (int i = int(dims.size()) - 1; i >= 0; --i) {
-      strides[size_t(i)] = st;
-      st *= dims[size_t(i)];
-    }
-  }
+  std::vector<int> dims = cudnnDims(s);
+  std::vector<int64_t> wide = convStrides({dims.begin(), dims.end()}, channelsLast, pitch);
+  std::vector<int> strides(wide.begin(), wide.end());
   HGP_CUDNN_TRY(cudnnSetTensorNdDescriptor(d, type, int(dims.size()), dims.data(), strides.data()));
   return Status::ok();
 }
@@ -124,9 +122,10 @@ Status setTensor(cudnnTensorDescriptor_t d, const Shape& s, cudnnDataType_t type
 /// Builds the descriptors. `xs` is the convolution's input shape, `ws` its weights, `ys` its output
 /// as stored (channels-last under layout="nhwc"); all three have the dtype `dt`. `xt` and `yt`
 /// are the input-side and output-side tensors, for their pitches (pitched views: channel ranges
-/// of larger channels-last tensors).
+/// of larger channels-last tensors); `dense` describes them packed (a staged phase).
 Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& stored_ws,
-                const Shape& stored_ys, DType dt, const DeviceTensor& xt, const DeviceTensor& yt) {
+                const Shape& stored_ys, DType dt, const DeviceTensor& xt, const DeviceTensor& yt,
+                bool dense = false) {
   HGP_ASSIGN_OR_RETURN(Layout layout, layoutOf(a.step.op, a.attrs()));
   bool last = layout == Layout::NHWC;
   if (last && stored_xs.size() != 4) return a.fail("layout=nhwc needs 2-D convolutions");
@@ -145,7 +144,8 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
   for (const DeviceTensor* t : {&xt, &yt})
     if (t->pitched() && (!last || t->row != t->dim(3)))
       return a.fail("a pitched operand must be a channel range of a channels-last tensor");
-  int64_t xPitch = xt.pitched() ? xt.pitch : 0, yPitch = yt.pitched() ? yt.pitch : 0;
+  int64_t xPitch = xt.pitched() && !dense ? xt.pitch : 0;
+  int64_t yPitch = yt.pitched() && !dense ? yt.pitch : 0;
   HGP_TRY(setTensor(s.x, xs, type, last, xPitch));
   HGP_TRY(setTensor(s.y, ys, type, last, yPitch));
   std::vector<int> wd = cudnnDims(ws);
@@ -265,7 +265,10 @@ Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* w
   auto plans = convGraphPlans(a.ctx.cudnn, phase, s.geom, tensorCoresAllowed(a, s),
                               a.ctx.deterministic, kGraphCandidates, -1, s.beta);
   if (!plans) return Status::ok();
-  double best = timeRuns(a.stream, [&] { return runPhase(a, s, phase, nullptr, xp, wp, yp, scratch); });
+  // No legacy algorithm qualified (s.algo < 0): any engine that runs is better.
+  double best = s.algo < 0 ? INFINITY : timeRuns(a.stream, [&] {
+    return runPhase(a, s, phase, nullptr, xp, wp, yp, scratch);
+  });
   for (auto& plan : *plans) {
     if (size_t(plan->workspace()) > scratchBytes) continue;
     double t = timeRuns(a.stream, [&] { return runPhase(a, s, phase, plan.get(), xp, wp, yp, scratch); });
@@ -275,7 +278,7 @@ Status tryGraphEngines(CudaArgs& a, ConvState& s, Phase phase, void* xp, void* w
       s.workspace = size_t(s.graph->workspace());
     }
   }
-  if (a.ctx.verbose)
+  if (a.ctx.verbose && (s.graph || s.algo >= 0))
     std::fprintf(stderr, "cuda: %s '%s': %s, %.3f ms\n", phaseName(phase), a.step.loc.c_str(),
                  s.graph ? ("graph engine " + std::to_string(s.graph->index())).c_str()
                          : ("legacy algorithm " + std::to_string(s.algo)).c_str(),
@@ -362,11 +365,14 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
 /// Chooses the algorithm of one phase: from the tuning cache, or by timing.
 /// `xp`, `wp`, `yp` are the input-side, weight and output-side buffers the timing may overwrite
 /// the outputs of. A forward phase with an epilogue also passes its result `y` and `bias`.
+/// With `none` given (pitched operands), finding no algorithm is not an error: *none is set,
+/// and the tuning cache remembers it ("staged").
 Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
-              const Shape& ys, void* xp, void* wp, void* yp, const DeviceTensor* y = nullptr,
-              const DeviceTensor* bias = nullptr) {
+              const Shape& ys, void* xp, void* wp, void* yp, bool* none,
+              const DeviceTensor* y = nullptr, const DeviceTensor* bias = nullptr) {
   std::string key = tuningKey(a, s, phase, xs, ws, ys);
   if (auto hit = a.ctx.tuning->lookup(key)) {
+    if (none && *hit == "staged") return *none = true, Status::ok();
     int algo = 0, math = 0;
     unsigned long long bytes = 0;
     long index = -1;
@@ -426,7 +432,18 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
     st = e == CUDNN_STATUS_SUCCESS ? pick(a, perf, n, s, "backward-filter") : cudnnError(e, "cudnnFindConvolutionBackwardFilterAlgorithmEx", __FILE__, __LINE__);
     if (st) for (int i = 0; i < n; ++i) if (int(perf[i].algo) == s.algo) math = perf[i].mathType;
   }
-  if (st) st = tryGraphEngines(a, s, phase, xp, wp, yp, scratch, scratchBytes);
+  // Without a legacy algorithm the graph API's engines may still have one (pitched operands).
+  Status legacy = st;
+  if (!st) s.algo = -1;
+  st = tryGraphEngines(a, s, phase, xp, wp, yp, scratch, scratchBytes);
+  if (st && s.algo < 0 && !s.graph) {
+    if (none) {
+      HGP_CUDA_TRY(cudaFree(scratch));
+      a.ctx.tuning->insert(key, "staged");
+      return *none = true, Status::ok();
+    }
+    st = legacy;
+  }
   if (st && phase == Phase::Forward && s.epilogue.any() && a.ctx.cudnnFusion && y)
     st = tryFusedEngines(a, s, xp, wp, *y, bias, scratch, scratchBytes);
   cudaFree(scratch);
@@ -444,6 +461,33 @@ Status choose(CudaArgs& a, ConvState& s, Phase phase, const Shape& xs, const Sha
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
+
+/// Chooses the phase's algorithm after describe(): for the pitched operands as they are when
+/// cuDNN has one, else staged (ConvStaging.h): described again dense, timed on dense buffers, and
+/// the workspace reserved for the copies too. `xt`/`yt` are the input-side and output-side
+/// tensors, `wp` the filter (or dW's timing target), `y`/`bias` as for choose().
+Status prepare(CudaArgs& a, ConvState& s, Phase phase, const DeviceTensor& xt, const Shape& ws,
+               void* wp, const DeviceTensor& yt, const DeviceTensor* y = nullptr,
+               const DeviceTensor* bias = nullptr) {
+  bool pitched = xt.pitched() || yt.pitched(), none = false;
+  HGP_TRY(choose(a, s, phase, *xt.shape, ws, *yt.shape, xt.data, wp, yt.data,
+                 pitched ? &none : nullptr, y, bias));
+  if (!none) return Status::ok();
+  s.release();
+  HGP_TRY(describe(a, s, *xt.shape, ws, *yt.shape, xt.dtype, xt, yt, /*dense=*/true));
+  s.staging = {true, xt.pitched() ? denseBytes(xt) : 0, yt.pitched() ? denseBytes(yt) : 0};
+  StagingScratch timing; // the workspace holds the copies when the phase runs
+  HGP_TRY(timing.allocate(s.staging));
+  HGP_TRY(choose(a, s, phase, *xt.shape, ws, *yt.shape, timing.x ? timing.x : xt.data, wp,
+                 timing.y ? timing.y : yt.data, nullptr, y, bias));
+  if (a.ctx.verbose)
+    std::fprintf(stderr,
+                 "cuda: %s '%s': cuDNN has no algorithm for the pitched operands (x pitch %lld, y "
+                 "pitch %lld)%s; staged through dense copies (%zu bytes of workspace)\n",
+                 phaseName(phase), a.step.loc.c_str(), (long long)xt.pitch, (long long)yt.pitch,
+                 a.ctx.deterministic ? " in deterministic mode" : "", s.staging.bytes());
+  return a.ctx.reserveWorkspace(s.staging.bytes() + s.workspace);
+}
 
 /// Y = act(conv(X, W) + B): forward, with the epilogue (bias, activation) when there is one.
 Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
@@ -469,22 +513,25 @@ Status forward(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& w, const 
       s.sumsBytes = std::max<size_t>(bytes, 256);
       HGP_CUDA_TRY(cudaMalloc(&s.sumsScratch, s.sumsBytes));
     }
-    HGP_TRY(choose(a, s, Phase::Forward, *x.shape, *w.shape, *y.shape, x.data, w.data, y.data, &y, bias));
+    HGP_TRY(prepare(a, s, Phase::Forward, x, *w.shape, w.data, y, &y, bias));
     s.ready = true;
     if (a.ctx.verbose && s.epilogue.any())
       std::fprintf(stderr, "cuda: conv '%s': %s %s\n", a.step.loc.c_str(),
                    s.epilogue.stats ? "statistics" : "epilogue",
                    s.fused ? "in a cuDNN fused graph" : "by hgpc's kernel");
   }
+  HGP_ASSIGN_OR_RETURN(ConvBuffers b, stagedBuffers(a, s.staging, x, y, /*readsX=*/true, /*readsY=*/false));
+  // An epilogue's y is never pitched (checked above), so b.y is y itself where one runs.
   if (s.fused)
-    return s.fused->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace,
+    return s.fused->execute(a.ctx.cudnn, b.x, w.data, b.y, b.workspace,
                             bias ? bias->data : nullptr, s.epilogue.stats ? a.out[1].data : nullptr,
                             s.epilogue.stats ? a.out[2].data : nullptr);
-  if (s.graph) HGP_TRY(s.graph->execute(a.ctx.cudnn, x.data, w.data, y.data, a.ctx.workspace));
+  if (s.graph) HGP_TRY(s.graph->execute(a.ctx.cudnn, b.x, w.data, b.y, b.workspace));
   else
-    HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, x.data, s.w, w.data, s.conv,
-                                          cudnnConvolutionFwdAlgo_t(s.algo), a.ctx.workspace,
-                                          s.workspace, &kZero, s.y, y.data));
+    HGP_CUDNN_TRY(cudnnConvolutionForward(a.ctx.cudnn, &kOne, s.x, b.x, s.w, w.data, s.conv,
+                                          cudnnConvolutionFwdAlgo_t(s.algo), b.workspace,
+                                          s.workspace, &kZero, s.y, b.y));
+  if (s.staging.on && y.pitched()) HGP_TRY(stageOut(a, y, b.y));
   return s.epilogue.any() ? runTail(a, s, y, bias) : Status::ok();
 }
 
@@ -493,13 +540,16 @@ Status backwardData(CudaArgs& a, const DeviceTensor& dy, const DeviceTensor& w, 
   ConvState& s = a.stateAs<ConvState>();
   if (!s.ready) {
     HGP_TRY(describe(a, s, *dx.shape, *w.shape, *dy.shape, dy.dtype, dx, dy));
-    HGP_TRY(choose(a, s, Phase::BackwardData, *dx.shape, *w.shape, *dy.shape, dx.data, w.data, dy.data));
+    HGP_TRY(prepare(a, s, Phase::BackwardData, dx, *w.shape, w.data, dy));
     s.ready = true;
   }
-  if (s.graph) return s.graph->execute(a.ctx.cudnn, dx.data, w.data, dy.data, a.ctx.workspace);
-  HGP_CUDNN_TRY(cudnnConvolutionBackwardData(a.ctx.cudnn, &kOne, s.w, w.data, s.y, dy.data, s.conv,
-                                             cudnnConvolutionBwdDataAlgo_t(s.algo), a.ctx.workspace,
-                                             s.workspace, &kZero, s.x, dx.data));
+  HGP_ASSIGN_OR_RETURN(ConvBuffers b, stagedBuffers(a, s.staging, dx, dy, /*readsX=*/false, /*readsY=*/true));
+  if (s.graph) HGP_TRY(s.graph->execute(a.ctx.cudnn, b.x, w.data, b.y, b.workspace));
+  else
+    HGP_CUDNN_TRY(cudnnConvolutionBackwardData(a.ctx.cudnn, &kOne, s.w, w.data, s.y, b.y, s.conv,
+                                               cudnnConvolutionBwdDataAlgo_t(s.algo), b.workspace,
+                                               s.workspace, &kZero, s.x, b.x));
+  if (s.staging.on && dx.pitched()) HGP_TRY(stageOut(a, dx, b.x));
   return Status::ok();
 }
 
@@ -512,11 +562,8 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
     // Timing writes the result; an accumulating phase must keep the sum so far, so it times on
     // a scratch copy of dW's shape.
     void* target = dw.data;
-    if (s.beta != 0.f) {
-      HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel() * dtypeSize(dw.dtype))));
-    }
-    Status st = choose(a, s, Phase::BackwardFilter, *x.shape, *dw.shape, *dy.shape, x.data, target,
-                       dy.data);
+    if (s.beta != 0.f) HGP_CUDA_TRY(cudaMalloc(&target, size_t(dw.numel() * dtypeSize(dw.dtype))));
+    Status st = prepare(a, s, Phase::BackwardFilter, x, *dw.shape, target, dy);
     if (target != dw.data) {
       cudaError_t e = cudaFree(target);
       if (st && e != cudaSuccess) st = cudaError(e, "cudaFree", __FILE__, __LINE__);
@@ -524,10 +571,11 @@ Status backwardFilter(CudaArgs& a, const DeviceTensor& x, const DeviceTensor& dy
     HGP_TRY(st);
     s.ready = true;
   }
-  if (s.graph) return s.graph->execute(a.ctx.cudnn, x.data, dw.data, dy.data, a.ctx.workspace);
-  HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, x.data, s.y, dy.data,
+  HGP_ASSIGN_OR_RETURN(ConvBuffers b, stagedBuffers(a, s.staging, x, dy, /*readsX=*/true, /*readsY=*/true));
+  if (s.graph) return s.graph->execute(a.ctx.cudnn, b.x, dw.data, b.y, b.workspace);
+  HGP_CUDNN_TRY(cudnnConvolutionBackwardFilter(a.ctx.cudnn, &kOne, s.x, b.x, s.y, b.y,
                                                s.conv, cudnnConvolutionBwdFilterAlgo_t(s.algo),
-                                               a.ctx.workspace, s.workspace,
+                                               b.workspace, s.workspace,
                                                s.beta != 0.f ? &kOne : &kZero, s.w, dw.data));
   return Status::ok();
 }

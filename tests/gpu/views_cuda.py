@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Strided views on CUDA: the *strided* cases of tests/integration/test_views.py with the
---strided-views executables on the GPU (--deterministic), where cuDNN's convolutions, the
-channels-last pooling and the channels-last BatchNorm kernels write and read the pitched views
-(a DenseNet block's Concats written in place, a ShuffleNet chunk read in place), against the CPU
-running the --no-views plan. Exits 77 (skipped) when no GPU is usable. Run:
+--strided-views executables on the GPU, once with --deterministic and once without, where cuDNN's
+convolutions (every phase: test_convs_strided_* gives each of forward, backward-data and
+backward-filter pitched operands; a phase cuDNN has no algorithm for is staged through dense
+copies, and --verbose says which), the channels-last pooling and BatchNorm kernels and Sum write
+and read the pitched views (a DenseNet block's Concats written in place, a ShuffleNet chunk read
+in place), against the CPU running the --no-views plan. Exits 77 (skipped) when no GPU is
+usable. Run:
   HGPC_BUILD=build /usr/bin/python3 tests/gpu/views_cuda.py
 """
 import os
@@ -24,8 +27,14 @@ def main():
         return 77
     loader = unittest.defaultTestLoader
     loader.testNamePatterns = ["*strided*"]
-    suite = loader.loadTestsFromTestCase(test_views.ViewsTest)
-    return 0 if unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() else 1
+    ok = True
+    for deterministic in (True, False):
+        print("--- CUDA %s" % ("--deterministic" if deterministic else "without --deterministic"),
+              flush=True)
+        test_views.DETERMINISTIC = deterministic
+        suite = loader.loadTestsFromTestCase(test_views.ViewsTest)
+        ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -106,6 +106,32 @@ m = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.
                   Unit(16), Unit(16), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
 """ + EXPORT
 
+# Every convolution phase on pitched operands, as DenseNet's and ShuffleNet's convolutions meet
+# them: the stem's output is split (an ONNX Split read in place: the two convolutions read x pitched in
+# the forward and backward-filter phases, and backward-data writes dx pitched into the Split's
+# gradient Concat), and their results are concatenated (a Concat written in place: the forward
+# writes y pitched, and backward-data and backward-filter read dy pitched from the gradient Split).
+# One convolution is 3x3, the other 1x1 grouped, 16 channels each (32-byte rows in bf16).
+CONVS = HEADER + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.MaxPool2d(3, 1, 1))
+        self.a = nn.Conv2d(16, 16, 3, 1, 1, bias=False)
+        self.b = nn.Conv2d(16, 16, 1, groups=2, bias=False)
+        self.head = nn.Sequential(nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Linear(32, 10))
+    def forward(self, x):
+        x1, x2 = torch.split(self.stem(x), [16, 16], 1)
+        return self.head(torch.cat((self.a(x1), self.b(x2)), 1))
+
+m = Net()
+""" + EXPORT
+
+# On CUDA the strided cases run with --deterministic unless HGP_VIEWS_DETERMINISTIC=0
+# (tests/gpu/views_cuda.py runs both).
+DETERMINISTIC = os.environ.get("HGP_VIEWS_DETERMINISTIC", "1") != "0"
+
 
 class ViewsTest(HgpcTestCase):
     def data(self, n):
@@ -151,7 +177,8 @@ class ViewsTest(HgpcTestCase):
                                    ("copies", common + ["--no-views"], "cpu")):
             exe = self.compile(model, out=label, args=["--batch", str(batch), *TRAIN,
                                                         "--precision", precision, *args])
-            run_args = ["--device", where] + (["--deterministic"] if where == "cuda" else [])
+            run_args = ["--device", where] + (["--deterministic"] if where == "cuda" and
+                                              DETERMINISTIC else [])
             results.append(self.train_three_steps(exe, label, self.data(12), run_args))
         (losses, evals, tensors), (want_losses, want_evals, want) = results
         self.assertEqual(len(want_losses), 3)
@@ -227,6 +254,32 @@ class ViewsTest(HgpcTestCase):
         # half goes into a Concat that its BatchNorm+Relu cannot write pitched, so both stay.
         self.assertLess(viewed.count(" = Slice("), copied.count(" = Slice("))
         self.assertIn('copy="', viewed)
+
+    def convs_strided(self, precision):
+        viewed, copied = self.strided(CONVS, "convs.onnx", precision)
+        train = viewed[viewed.index("program train"):viewed.index("program eval")]
+        # No copy left: the chunk's Split and the Concat are views, and so are their gradients.
+        for op in ("Concat", "Split", "Slice"):
+            self.assertEqual(train.count(" = %s(" % op), 0, op)
+        self.assertGreater(copied.count(" = Concat(") + copied.count(" = Split("), 0)
+        # Every role of both convolutions is pitched: the forward's x and y, backward-data's dy
+        # and dx, backward-filter's x and dy.
+        pitched = set(line.split()[1] for line in viewed.splitlines()
+                      if line.lstrip().startswith("tensor %") and " pitch=" in line)
+        roles = {"Conv": ([0], True), "ConvBwdData": ([0], True), "ConvBwdFilter": ([0, 1], False)}
+        for op, (inputs, result) in roles.items():
+            steps = [l.split() for l in train.splitlines() if " = %s(" % op in l]
+            steps = [(w[0], " ".join(w[2:]).split("(", 1)[1].split(")")[0].split(", "))
+                     for w in steps]
+            full = [(y, xs) for y, xs in steps if all(xs[i] in pitched for i in inputs)
+                    and (not result or y in pitched)]
+            self.assertEqual(len(full), 2, "%s: %s (pitched: %s)" % (op, steps, sorted(pitched)))
+
+    def test_convs_strided_fp32(self):
+        self.convs_strided("fp32")
+
+    def test_convs_strided_bf16(self):
+        self.convs_strided("bf16")
 
 
 if __name__ == "__main__":
