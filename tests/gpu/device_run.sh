@@ -25,6 +25,7 @@
 # nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues),
 # nor kinks (issue 20: the ReLU and pooling kinks of the CUDA run of ResNet-18, found with
 # hgp_forward_dump --device cuda and forced; KINKS_MODELS picks others),
+# nor zoo-bisect (a failing zoo case under several compile flag sets, ZOO_MODELS/ZOO_VARIANTS),
 # nor modern (EfficientNet and ConvNeXt exported there by both exporters, 3 steps on CUDA:
 # tests/gpu/modern_export.py), nor families (every torchvision CNN family exported there in
 # training mode, 3 steps on CUDA with finite losses: modern_export.py --families).
@@ -236,6 +237,15 @@ PY
     rc=$?; check $rc "families"
     note "torchvision families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
     grep '^{' "$OUT/families.log" | cut -c1-240 | tee -a "$summary"
+    ;;
+  zoo-bisect)
+    # A failing zoo case, judged under several compile flag sets side by side, each run twice
+    # (tests/gpu/zoo_steps.py --variants; not in the default list). ZOO_MODELS and ZOO_VARIANTS.
+    python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" --models "${ZOO_MODELS:-resnet18}" \
+      --variants "${ZOO_VARIANTS:-default;--max-streams 1;--no-split --no-pipeline;--eager;--deterministic;--no-fuse;--no-cudnn-fusion}" \
+      > "$OUT/zoo_bisect.log" 2>&1
+    rc=$?; check $rc "zoo-bisect"
+    grep '^{' "$OUT/zoo_bisect.log" | cut -c1-260 | tee -a "$summary"
     ;;
   kinks)
     # Issue 20: the zoo's ResNet-18 case (batch 4, SGD with Nesterov, 3 steps) was 2.44x its

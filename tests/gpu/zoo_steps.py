@@ -17,6 +17,11 @@ CUDA float32, with torch.autocast's own distance from float32 as the allowance, 
 of each update so that a missing update fails (as tests/parity/mixed_precision.py). Run on the
 GPU machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
+
+--variants "A;B;..." (fp32) bisects a failing case instead: each variant is a list of extra
+`hgpc compile` flags (or `default`, or a runner flag after `run:`), trained 3 steps on CUDA twice
+and judged as above; one line each, with whether its two runs were bit-identical, e.g.
+    --models resnet18 --variants "default;--max-streams 1;--no-split --no-pipeline;run:--eager"
 """
 import argparse
 import atexit
@@ -46,6 +51,9 @@ def main():
     ap.add_argument("--hgpc", default="hgpc")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--variants", default=None,
+                    help="fp32: ';'-separated compile flag sets to judge side by side (see above)")
+    ap.add_argument("--device", default="cuda", help="with --variants: where both sides run (cpu: a smoke test)")
     args = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -75,6 +83,9 @@ def main():
         x, y = parity.make_data(batch * STEPS, shape, None)
         np.save(os.path.join(work, "x.npy"), x)
         np.save(os.path.join(work, "y.npy"), y)
+        if args.variants:
+            failed += bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init)
+            continue
         exe = os.path.join(work, "t")
         p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch),
                             "--precision", args.precision, *flags], capture_output=True, text=True)
@@ -133,6 +144,36 @@ def main():
         for f in failures[:8]:
             print("  " + f, flush=True)
     sys.exit(1 if failed else 0)
+
+
+def bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init):
+    """--variants: one JSON line per variant; returns 1 when any variant fails its allowance."""
+    l32, s32 = parity.train_torch(copy.deepcopy(model), torch.float32, make_opt, x, y, batch,
+                                  STEPS, device=args.device)
+    l64, s64 = parity.train_torch(copy.deepcopy(model).double(), torch.float64, make_opt, x, y,
+                                  batch, STEPS, device=args.device)
+    names, bad = sorted(init), 0
+    for k, variant in enumerate(args.variants.split(";")):
+        words = [] if variant.strip() == "default" else variant.split()
+        run_flags = [w[4:] for w in words if w.startswith("run:")]
+        exe = os.path.join(work, "v%d" % k)
+        p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch),
+                            "--precision", "fp32", *flags, *[w for w in words if not w.startswith("run:")]],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            print(json.dumps(dict(model=name, variant=variant, error=p.stderr[-300:])), flush=True)
+            bad = 1
+            continue
+        runs = [parity.run_hgpc(exe, work, STEPS, args.device, tag="v%d_%d" % (k, r), extra=run_flags)
+                for r in range(2)]
+        identical = all(np.array_equal(runs[0][1][t], runs[1][1][t]) for t in runs[0][1])
+        rows = judge.judge_state(runs[0][1], s64[STEPS - 1], s32[STEPS - 1], init, names)
+        loss_rows = judge.judge_losses(runs[0][0], l64, l32)
+        worst = judge.summary(rows, loss_rows)
+        print(json.dumps(dict(model=name, variant=variant, bit_identical_runs=identical, **worst)),
+              flush=True)
+        bad |= worst["max_update_ratio"] > 1 or judge.worst(loss_rows) > 1
+    return int(bad)
 
 
 if __name__ == "__main__":
