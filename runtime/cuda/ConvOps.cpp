@@ -320,8 +320,34 @@ std::string layerText(const CudaArgs& a, const ConvState& s) {
          dtypeName(a.in[0].dtype) + (s.geom.channelsLast ? " nhwc" : " nchw");
 }
 
+/// The channel sums and sums of squares the step's outputs 1 and 2 hold now, on the host.
+Expected<std::vector<float>> readSums(CudaArgs& a) {
+  int64_t c = a.out[1].numel();
+  std::vector<float> v(size_t(2 * c));
+  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+  HGP_CUDA_TRY(cudaMemcpy(v.data(), a.out[1].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
+  HGP_CUDA_TRY(cudaMemcpy(v.data() + c, a.out[2].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+/// Whether a fused engine's sums agree with the unfused ones to what the rounding of y in 16
+/// bits allows: each sum within 2e-3 of sqrt(count * sumsq), which bounds the sum of |y|.
+bool sameSums(const std::vector<float>& want, const std::vector<float>& got, double count) {
+  size_t c = want.size() / 2;
+  for (size_t i = 0; i < c; ++i) {
+    double scale = std::sqrt(count * std::max(0.0, double(want[c + i])));
+    if (!(std::fabs(double(got[i]) - want[i]) <= 2e-3 * scale + 1e-6) ||
+        !(std::fabs(double(got[c + i]) - want[c + i]) <= 2e-3 * want[c + i] + 1e-6))
+      return false;
+  }
+  return true;
+}
+
 /// Times cuDNN's fused convolution + epilogue graphs against the forward choice in `s` followed
-/// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that.
+/// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that. A
+/// statistics engine is kept only when its sums agree with the unfused path's: on the H200
+/// (2026-12-02) an fp16 channels-last conv + GenStats engine won the timing and gave gradients
+/// 4-37% off (CudaConvBnStats.Fp16ChannelsLast).
 Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const DeviceTensor& y,
                        const DeviceTensor* bias, void* scratch, size_t scratchBytes) {
   auto plans = convGraphPlans(a.ctx.cudnn, Phase::Forward, s.geom, tensorCoresAllowed(a, s),
@@ -341,12 +367,27 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
     return runPhase(a, s, Phase::Forward, s.graph.get(), xp, wp, y.data, scratch) &&
            bool(runTail(a, s, y, bias));
   });
+  std::vector<float> want;
+  if (s.epilogue.stats) {
+    HGP_ASSIGN_OR_RETURN(want, readSums(a));
+  }
+  double count = double(y.numel()) / double(a.out[1].numel());
   double best = unfused;
   for (auto& plan : *plans) {
     if (size_t(plan->workspace()) > scratchBytes) continue;
     double t = timeRuns(a.stream, [&] {
       return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b, sum, sumsq));
     });
+    if (t < best && s.epilogue.stats) {
+      std::vector<float> got;
+      HGP_ASSIGN_OR_RETURN(got, readSums(a));
+      if (!sameSums(want, got, count)) {
+        if (a.ctx.verbose)
+          std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld's sums disagree with the kernel's; not used\n",
+                       a.step.loc.c_str(), long(plan->index()));
+        continue;
+      }
+    }
     if (t < best) {
       best = t;
       s.fused = std::move(plan);
