@@ -32,6 +32,7 @@ import sys
 import tempfile
 import warnings
 
+import onnx
 import torch
 import torchvision.models as tvm
 
@@ -80,6 +81,33 @@ def train(exe, steps, work):
     if os.path.exists(metrics):
         losses = [json.loads(l)["loss"] for l in open(metrics) if l.strip() and "eval" not in l]
     return r.returncode, (r.stdout + r.stderr).strip().splitlines()[-3:], losses
+
+
+def producers(path, err, depth=6):
+    """What feeds the node a compile error names ("node Op 'name'"), `depth` producers back:
+    op types, attributes and constant shapes, so that an exporter's form can be read off the log."""
+    import re
+    m = re.search(r"node \w+ '([^']+)'", err)
+    if not m:
+        return []
+    g = onnx.load(path).graph
+    by_out = {o: n for n in g.node for o in n.output}
+    inits = {i.name: list(i.dims) for i in g.initializer}
+    node = next((n for n in g.node if n.name == m.group(1)), None)
+    out, todo, seen = [], [(node, 0)] if node else [], set()
+    while todo:
+        n, d = todo.pop(0)
+        if n.name in seen or d > depth:
+            continue
+        seen.add(n.name)
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute
+                 if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT)}
+        if any(a.name == "value" for a in n.attribute):
+            attrs["value_dims"] = list(next(a for a in n.attribute if a.name == "value").t.dims)
+        out.append("%d %s %s(%s) %s" % (d, n.op_type, n.name, ",".join(
+            "%s%s" % (i, inits.get(i, "")) for i in n.input), attrs))
+        todo += [(by_out[i], d + 1) for i in n.input if i in by_out]
+    return out[:40]
 
 
 def main():
@@ -131,6 +159,7 @@ def main():
                 row["warnings"] = [l for l in p.stderr.splitlines() if "warning" in l]
                 if p.returncode != 0:
                     row["compile_failed"] = "exit %d: %s" % (p.returncode, p.stderr.strip()[-400:])
+                    row["producers"] = producers(path, p.stderr)
                     failed += 1
                     print(json.dumps(row), flush=True)
                     continue

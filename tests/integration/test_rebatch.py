@@ -90,6 +90,28 @@ class RebatchTest(HgpcTestCase):
             irs.append(ir)
         self.assertEqual(irs[0], irs[1])
 
+    def test_bernoulli_of_constant_follows_batch(self):
+        """A Bernoulli of a constant [N, 1, 1, 1] of probabilities (the form stochastic depth's
+        mask may take in a static export): a batch-2 file at --batch 8 matches the batch-8 file."""
+        irs = []
+        for b in (2, 8):
+            m = model(b)
+            g = m.graph
+            for name in ("noise_shape",):
+                g.initializer.remove(next(i for i in g.initializer if i.name == name))
+            for op in ("ConstantOfShape", "RandomUniformLike", "Less", "Cast"):
+                g.node.remove(next(nd for nd in g.node if nd.op_type == op))
+            g.initializer.append(numpy_helper.from_array(np.full((b, 1, 1, 1), 0.8, np.float32), "probs"))
+            g.node.insert(0, helper.make_node("Bernoulli", ["probs"], ["mask"], dtype=TensorProto.FLOAT))
+            path = self.path("bern%d.onnx" % b)
+            onnx.save(m, path)
+            rc, ir, err = run([HGPC, "compile", path, "-o", self.path("tb%d" % b), "--emit", "ir",
+                               "--batch", "8"])
+            self.assertEqual(rc, 0, err)
+            self.assertIn("Bernoulli", ir)
+            irs.append(ir)
+        self.assertEqual(irs[0], irs[1])
+
     def test_without_batch_nothing_moves(self):
         rc, _, err = self.compile_ir(2, [])
         self.assertEqual(rc, 0, err)

@@ -103,7 +103,15 @@ Status importBernoulli(OnnxNode& n) {
   bool boolResult = dtype == onnx::TensorProto::BOOL;
   if (!boolResult && dtype != onnx::TensorProto::FLOAT)
     return n.fail("only float and bool results are supported (dtype " + std::to_string(dtype) + ")");
-  HGP_ASSIGN_OR_RETURN(Value * like, n.input(0));
+  // The mask needs only the probabilities' shape (their one value is p): a constant of it, never
+  // the initializer (which would be a parameter). A static export's [N, 1, 1, 1] of its batch
+  // (stochastic depth's noise) follows --batch.
+  std::vector<int64_t> shape(probs->type.shape.begin(), probs->type.shape.end());
+  followBatch(n.ctx(), shape, -1);
+  TensorType t{DType::F32, Shape(shape.begin(), shape.end())};
+  HGP_ASSIGN_OR_RETURN(auto data, makeTensor(t, "the probabilities' shape of " + n.loc()));
+  HGP_ASSIGN_OR_RETURN(Value * like, n.graph().addGraphValue(n.graph().uniqueName(n.inputName(0)),
+                                                             TensorRole::Const, t, std::move(data)));
   return emitBernoulli(n, like, p, boolResult);
 }
 
