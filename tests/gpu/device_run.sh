@@ -165,7 +165,9 @@ for t in tests:
 open(os.path.join(dest, "CTestTestfile.cmake"), "w").write("\n".join(lines) + "\n")
 print("ctest: %d gpu-labelled tests" % len(tests))
 PY
-    (cd "$work/ctest" && ctest -L gpu --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
+    # CTEST_ARGS narrows the run (e.g. "-R CudaConvBnStats|views_cuda"); the gpu label's verdict
+    # is the whole run, without it.
+    (cd "$work/ctest" && ctest -L gpu --output-on-failure ${CTEST_ARGS:-}) > "$OUT/ctest_gpu.log" 2>&1
     rc=$?; check $rc "ctest -L gpu"
     total=$(grep -aoE 'out of [0-9]+' "$OUT/ctest_gpu.log" | tail -1 | awk '{print $3}')
     skipped=$(grep -acE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$OUT/ctest_gpu.log")
