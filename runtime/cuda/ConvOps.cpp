@@ -368,10 +368,11 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
            bool(runTail(a, s, y, bias));
   });
   std::vector<float> want;
+  double count = 0; // elements per channel; the step has outputs 1 and 2 only with stats
   if (s.epilogue.stats) {
     HGP_ASSIGN_OR_RETURN(want, readSums(a));
+    count = double(y.numel()) / double(a.out[1].numel());
   }
-  double count = double(y.numel()) / double(a.out[1].numel());
   double best = unfused;
   for (auto& plan : *plans) {
     if (size_t(plan->workspace()) > scratchBytes) continue;

@@ -72,6 +72,13 @@ class RebatchTest(HgpcTestCase):
     def test_constant_noise_follows_batch(self):
         """torch 2.11's exporters write stochastic depth's noise as a constant [N, 1, 1, 1]
         tensor (no ConstantOfShape): a batch-2 file at --batch 8 matches the batch-8 file."""
+        self.noise_follows_batch(initializer=False)
+
+    def test_initializer_noise_follows_batch(self):
+        """The dynamo exporter's form: RandomUniformLike of an initializer [N, 1, 1, 1]."""
+        self.noise_follows_batch(initializer=True)
+
+    def noise_follows_batch(self, initializer):
         irs = []
         for b in (2, 8):
             m = model(b)
@@ -80,9 +87,13 @@ class RebatchTest(HgpcTestCase):
             g.initializer.remove(shape_init)
             node = next(nd for nd in g.node if nd.op_type == "ConstantOfShape")
             g.node.remove(node)
-            g.node.insert(0, helper.make_node("Constant", [], ["noise"], value=numpy_helper.from_array(
-                np.zeros((b, 1, 1, 1), np.float32))))
-            path = self.path("c%d.onnx" % b)
+            noise = np.zeros((b, 1, 1, 1), np.float32)
+            if initializer:
+                g.initializer.append(numpy_helper.from_array(noise, "noise"))
+            else:
+                g.node.insert(0, helper.make_node("Constant", [], ["noise"],
+                                                  value=numpy_helper.from_array(noise)))
+            path = self.path("c%d%s.onnx" % (b, "i" if initializer else ""))
             onnx.save(m, path)
             rc, ir, err = run([HGPC, "compile", path, "-o", self.path("t%d" % b), "--emit", "ir",
                                "--batch", "8"])

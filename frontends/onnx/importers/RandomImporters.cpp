@@ -50,17 +50,18 @@ Status compareDraw(OnnxNode& n, bool less) {
   if (!(high > low)) return d.fail("high must be greater than low");
   Value* like = nullptr;
   // A static export's noise tensor (torch.empty([N, 1, 1, 1])) is a constant of the export's
-  // batch: under --batch its mask follows the new batch (followBatch, ImportContext.h).
-  if (TensorDataPtr k = d.known(0)) {
-    std::vector<int64_t> shape(k->type.shape.begin(), k->type.shape.end());
-    if (followBatch(n.ctx(), shape, -1)) {
-      TensorType t{k->type.dtype, Shape(shape.begin(), shape.end())};
-      HGP_ASSIGN_OR_RETURN(auto data, makeTensor(t, "the rebatched noise of " + d.loc()));
-      HGP_ASSIGN_OR_RETURN(like, n.graph().addGraphValue(n.graph().uniqueName(d.inputName(0)),
-                                                         TensorRole::Const, t, std::move(data)));
-    }
-  }
-  if (!like) {
+  // batch, a Constant node (the TorchScript exporter) or an initializer (torch 2.11's dynamo
+  // exporter). The mask needs only its shape: a constant of it (an initializer would be a
+  // parameter), which under --batch follows the new batch (followBatch, ImportContext.h).
+  if (auto known = d.staticInput(0, "the noise"); known.hasValue()) {
+    const TensorType& kt = (*known)->type;
+    std::vector<int64_t> shape(kt.shape.begin(), kt.shape.end());
+    followBatch(n.ctx(), shape, -1);
+    TensorType t{kt.dtype, Shape(shape.begin(), shape.end())};
+    HGP_ASSIGN_OR_RETURN(auto data, makeTensor(t, "the noise shape of " + d.loc()));
+    HGP_ASSIGN_OR_RETURN(like, n.graph().addGraphValue(n.graph().uniqueName(d.inputName(0)),
+                                                       TensorRole::Const, t, std::move(data)));
+  } else {
     HGP_ASSIGN_OR_RETURN(like, d.input(0));
   }
   double below = (c - low) / (high - low); // P(draw < c)
