@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace hgp::cuda {
@@ -173,6 +174,8 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
   return Status::ok();
 }
 
+bool gemmOnly();
+
 std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
                       const Shape& ys) {
   std::ostringstream k;
@@ -183,7 +186,7 @@ std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape&
         : s.geom.dataType == CUDNN_DATA_HALF   ? "fp16"
         : a.ctx.allowTf32                      ? "tf32"
                                                : "fp32")
-    << ";" << (a.ctx.deterministic ? "det" : "any");
+    << ";" << (a.ctx.deterministic ? "det" : "any") << (gemmOnly() ? ",gemm" : "");
   if (s.geom.xPitch || s.geom.yPitch) k << ";pitch=" << s.geom.xPitch << "," << s.geom.yPitch;
   if (s.epilogue.any())
     k << ";ep=" << (s.epilogue.bias ? "bias" : "") << (s.epilogue.relu ? "+relu" : "")
@@ -198,6 +201,29 @@ cudnnMathType_t mathFor(const CudaArgs& a, const ConvState& s, cudnnMathType_t f
   return tensorCoresAllowed(a, s) ? found : CUDNN_FMA_MATH;
 }
 
+/// HGPC_CONV_ALGOS=gemm, a diagnostic (docs/testing.md): only GEMM-class algorithms, never FFT
+/// or Winograd, whose float32 rounding is several times an implicit GEMM's.
+bool gemmOnly() {
+  static const bool v = [] {
+    const char* e = std::getenv("HGPC_CONV_ALGOS");
+    return e && std::string(e) == "gemm";
+  }();
+  return v;
+}
+bool isTransform(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool isTransform(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool isTransform(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 /// Times the candidates of one phase and returns the fastest acceptable one.
 template <typename Perf>
 Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phase) {
@@ -205,6 +231,7 @@ Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phas
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (a.ctx.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > a.ctx.workspaceLimit) continue;
+    if (gemmOnly() && isTransform(perf[i].algo)) continue;
     if (!tensorCoresAllowed(a, s) && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;

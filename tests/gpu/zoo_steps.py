@@ -19,7 +19,7 @@ GPU machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
 
 --variants "A;B;..." (fp32) bisects a failing case instead: each variant is a list of extra
-`hgpc compile` flags (or `default`, or a runner flag after `run:`), trained 3 steps on CUDA twice
+`hgpc compile` flags (or `default`, or a runner flag after `run:`, or an environment variable after `env:`), trained 3 steps on CUDA twice
 and judged as above; one line each, with whether its two runs were bit-identical, e.g.
     --models resnet18 --variants "default;--max-streams 1;--no-split --no-pipeline;run:--eager"
 """
@@ -156,6 +156,8 @@ def bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init):
     for k, variant in enumerate(args.variants.split(";")):
         words = [] if variant.strip() == "default" else variant.split()
         run_flags = [w[4:] for w in words if w.startswith("run:")]
+        env = dict(w[4:].split("=", 1) for w in words if w.startswith("env:"))
+        words = [w for w in words if not w.startswith("env:")]
         exe = os.path.join(work, "v%d" % k)
         p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch),
                             "--precision", "fp32", *flags, *[w for w in words if not w.startswith("run:")]],
@@ -164,7 +166,8 @@ def bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init):
             print(json.dumps(dict(model=name, variant=variant, error=p.stderr[-300:])), flush=True)
             bad = 1
             continue
-        runs = [parity.run_hgpc(exe, work, STEPS, args.device, tag="v%d_%d" % (k, r), extra=run_flags)
+        runs = [parity.run_hgpc(exe, work, STEPS, args.device, tag="v%d_%d" % (k, r), extra=run_flags,
+                                env=env)
                 for r in range(2)]
         identical = all(np.array_equal(runs[0][1][t], runs[1][1][t]) for t in runs[0][1])
         rows = judge.judge_state(runs[0][1], s64[STEPS - 1], s32[STEPS - 1], init, names)

@@ -212,12 +212,13 @@ def train_torch(model, dtype, make_opt, x, y, batch, steps=None, counter=None, d
     return losses, states
 
 
-def run_hgpc(exe, work, steps, device="cpu", tag="", extra=()):
+def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None):
     saved = os.path.join(work, "trained%d_%s%s.onnx" % (steps, device, tag))
     metrics = os.path.join(work, "metrics%d_%s%s.jsonl" % (steps, device, tag))
     p = subprocess.run([exe, "--data", "npy:%s,%s" % (os.path.join(work, "x.npy"), os.path.join(work, "y.npy")),
                         "--shuffle", "off", "--steps", str(steps), "--device", device, "--save", saved,
-                        "--metrics", metrics, "--progress", "none", *extra], capture_output=True, text=True)
+                        "--metrics", metrics, "--progress", "none", *extra], capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
     if p.returncode != 0:
         sys.exit("the hgpc executable failed (%d): %s" % (p.returncode, p.stderr))
     losses = [json.loads(l)["loss"] for l in open(metrics) if l.strip() and "eval" not in l]
