@@ -40,6 +40,7 @@ std::vector<std::string> pipelineFor(PipelineKind kind, const PipelineOptions& o
     p.insert(after + 1, "image-input");
   }
   if (o.nhwc) p.push_back("layout-nhwc");
+  if (o.nhwc && o.u8Pixels) p.push_back("image-input-layout");
   if (o.fuse) {
     p.push_back("fuse-elementwise");
     p.push_back("fuse-casts");

@@ -22,7 +22,9 @@ Status inferImageInput(InferContext& ctx) {
   Expected<DType> t = parseDType(to);
   if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::F16))
     return ctx.fail("ImageInput to '" + to + "': only f32, bf16 and f16");
-  ctx.outputs = {{*t, Shape{n, c, h, w}}};
+  int64_t last = ctx.attrs.getInt("channels_last", 0);
+  if (last != 0 && last != 1) return ctx.fail("ImageInput's channels_last is 0 or 1");
+  ctx.outputs = {{*t, last ? Shape{n, h, w, c} : Shape{n, c, h, w}}};
   return Status::ok();
 }
 

@@ -1,4 +1,5 @@
-// CPU executor for ImageInput (runtime/plan/OpList.def): the reference for the CUDA kernel.
+// CPU executor for ImageInput (runtime/plan/OpList.def): the reference for the CUDA kernel,
+// NCHW or (channels_last=1) NHWC results.
 #include "runtime/cpu/CpuKernel.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -11,7 +12,8 @@ Status execImageInput(KernelArgs& a) {
     return a.fail("ImageInput takes u8 [N,H,W,C] pixels and u8 [N] flip flags");
   const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
   HGP_TRY(checkF32(a, y, "Y"));
-  HGP_TRY(checkShape(a, y, Shape{n, c, h, w}, "Y"));
+  const bool last = a.attrs().getInt("channels_last", 0) != 0;
+  HGP_TRY(checkShape(a, y, last ? Shape{n, h, w, c} : Shape{n, c, h, w}, "Y"));
   HGP_TRY(checkShape(a, flip, Shape{n}, "flip"));
   std::vector<double> mean = a.attrs().getFloats("mean"), sd = a.attrs().getFloats("std");
   if (int64_t(mean.size()) != c || int64_t(sd.size()) != c) return a.fail("mean/std per channel");
@@ -25,7 +27,7 @@ Status execImageInput(KernelArgs& a) {
         for (int64_t col = 0; col < w; ++col) {
           int64_t src = fl[i] ? w - 1 - col : col;
           float v = float(px[((i * h + r) * w + src) * c + ch]) / 255.0f;
-          out[((i * c + ch) * h + r) * w + col] = (v - m) / s;
+          out[last ? ((i * h + r) * w + col) * c + ch : ((i * c + ch) * h + r) * w + col] = (v - m) / s;
         }
     }
   return Status::ok();

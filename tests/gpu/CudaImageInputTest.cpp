@@ -1,7 +1,8 @@
 // ImageInput (hgpc compile --pixels u8, docs/data.md) on the CUDA backend against the CPU
 // reference: 8-bit channels-last pixels and flip flags in, the flipped, converted and normalized
-// NCHW input out, in f32, bf16 and f16, eager and captured. The kernel does the CPU executor's
-// float operations in the same order, so the results are bit-identical.
+// input out, NCHW or channels-last (channels_last=1), in f32, bf16 and f16, eager and captured.
+// The kernel does the CPU executor's float operations in the same order, so the results are
+// bit-identical.
 #include "tests/gpu/GpuTestUtil.h"
 
 namespace hgp::gputest {
@@ -19,9 +20,10 @@ std::vector<uint8_t> pixelFeed(const PlanTensor& t, int run) {
 
 TEST(CudaImageInput, MatchesTheCpuBitForBit) {
   HGP_REQUIRE_CUDA();
+  for (int last : {0, 1})
   for (const char* to : {"f32", "bf16", "f16"})
     for (Shape x : {Shape{4, 7, 5, 3}, Shape{3, 28, 28, 1}, Shape{2, 32, 33, 3}}) {
-      SCOPED_TRACE(std::string(to) + " " + shapeToString(x));
+      SCOPED_TRACE(std::string(to) + " " + shapeToString(x) + (last ? " channels_last" : ""));
       Graph g("image_input");
       Value* px = addValue(g, "pixels", TensorRole::Input, {DType::U8, x});
       Value* flip = addValue(g, "flip", TensorRole::Input, {DType::U8, {x[0]}});
@@ -31,6 +33,7 @@ TEST(CudaImageInput, MatchesTheCpuBitForBit) {
       a.setFloats("mean", mean);
       a.setFloats("std", sd);
       a.setString("to", to);
+      if (last) a.setInt("channels_last", 1);
       Value* y = op1(g, OpKind::ImageInput, {px, flip}, a);
       ASSERT_NE(y, nullptr);
       auto e = emit(g, bindOutputs(g, {y}), "fp32");

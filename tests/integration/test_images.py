@@ -19,7 +19,7 @@ import torchvision
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
 
-from common import BUILD, SOURCE, HgpcTestCase, run, read_jsonl
+from common import BUILD, HGPC, SOURCE, HgpcTestCase, run, read_jsonl
 
 TOOL = os.path.join(BUILD, "bin", "hgp_image_tool")
 MAKE = os.path.join(SOURCE, "scripts", "make_image_data.py")
@@ -453,6 +453,54 @@ class ReplayTest(ImageTestCase):
         # The check can fail: replayed without the flips, step 1 is far outside its bound.
         wrong, _ = reference(torch.float64, flip=0)
         self.assertGreater(abs(ours[0] - wrong[0]), 10 * 1e-5 * l64[0])
+
+
+class ChannelsLastImageInputTest(ImageTestCase):
+    """--pixels u8 in a channels-last plan (--layout nhwc): ImageInput writes the channels-last
+    image itself (image-input-layout), no Transpose follows it, and the plan trains as the NCHW
+    one does (docs/layout.md: on the CPU only the bias gradient's sum adds in another order)."""
+
+    NET = """
+import sys, torch
+nn = torch.nn
+torch.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                  nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                  nn.Linear(16, 10)).train()
+torch.onnx.export(m, torch.zeros(2, 3, 28, 28), sys.argv[1], opset_version=17, do_constant_folding=False,
+                  training=torch.onnx.TrainingMode.TRAINING, input_names=["input"],
+                  dynamic_axes={"input": {0: "N"}})
+"""
+
+    def test_image_input_writes_channels_last(self):
+        model = self.exported(self.NET, "rgb8.onnx")
+        train = self.path("train")
+        self.make("folder", train, "--per-class", 4)
+        common = ["--batch", "8", "--pixels", "u8", "--normalize", "0.5,0.25"]
+        plans = {}
+        for layout in ("nchw", "nhwc"):
+            code, out, err = run([HGPC, "compile", model, "-o", self.path("p" + layout), *common,
+                                  "--layout", layout, "--emit", "plan"])
+            self.assertEqual(code, 0, err)
+            plans[layout] = out
+        self.assertIn("channels_last=1", plans["nhwc"])
+        self.assertNotIn("to-nhwc after ImageInput", plans["nhwc"])
+        self.assertIn('layout="nhwc"', plans["nhwc"])
+        self.assertNotIn("channels_last", plans["nchw"])
+
+        def losses(layout):
+            exe = self.compile(model, out=layout, args=[*common, "--layout", layout])
+            out = self.path(layout + ".jsonl")
+            code, _, err = run([exe, "--data", "imagefolder:" + train, "--eval", "imagefolder:" + train,
+                                "--epochs", "2", "--augment", "cifar", "--seed", "3", "--progress", "none",
+                                "--metrics", out])
+            self.assertEqual(code, 0, err)
+            return [r["loss"] for r in read_jsonl(out)]
+
+        a, b = losses("nchw"), losses("nhwc")
+        self.assertEqual(len(a), 12)  # 5 steps and an evaluation per epoch
+        for x, y in zip(a, b):
+            self.assertAlmostEqual(x, y, delta=1e-5 * abs(x))
 
 
 if __name__ == "__main__":

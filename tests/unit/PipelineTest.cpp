@@ -77,6 +77,12 @@ TEST(Pipeline, AddsWhatTheOptionsAskForWhereItMustGo) {
   EXPECT_EQ(at(eval, "mixed-precision"), at(eval, "add-loss") + 1);
   EXPECT_GT(at(train, "layout-nhwc"), at(train, "add-optimizer"));
   EXPECT_LT(at(train, "layout-nhwc"), at(train, "fuse-elementwise"));
+  EXPECT_FALSE(has(train, "image-input-layout"));
+  o.u8Pixels = true; // ImageInput writes the channels-last image, after the layout pass
+  train = pipelineFor(PipelineKind::Train, o), eval = pipelineFor(PipelineKind::Eval, o);
+  EXPECT_EQ(at(train, "image-input-layout"), at(train, "layout-nhwc") + 1);
+  EXPECT_EQ(at(eval, "image-input-layout"), at(eval, "layout-nhwc") + 1);
+  o.u8Pixels = false;
 
   o.precision = Precision::BF16;
   EXPECT_FALSE(has(pipelineFor(PipelineKind::Train, o), "loss-scaling"));
