@@ -8,6 +8,8 @@
 //   hgp_image_tool center FILE C RESIZE W H OUT.raw                    Resize + CenterCrop
 //   hgp_image_tool pad FILE C W H PADDING U1 U2 OUT.raw                RandomCrop with padding
 //   hgp_image_tool list DIR                                            ImageFolder: "label path"
+//   hgp_image_tool shards PATTERN RANK RANKS                           rank RANK's tar shard
+//       samples, in one epoch's order with shuffling (seed 1): "label shard:key"
 // Prints "W H" of the written image. Exit code 5 for a bad image, with the message.
 #include "runtime/runner/ImageDataset.h"
 #include "runtime/runner/ImageTransform.h"
@@ -65,6 +67,19 @@ int main(int argc, char** argv) {
     if (!src) return fail(src.status());
     for (int64_t i = 0; i < (*src)->size(); ++i)
       std::printf("%lld %s\n", (long long)(*src)->label(i), (*src)->name(i).c_str());
+    return 0;
+  }
+  if (cmd == "shards" && argc == 5) {
+    auto src = openTarShards(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), {});
+    if (!src) return fail(src.status());
+    std::vector<std::string> names;
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < (*src)->size(); ++i) names.push_back((*src)->name(i)), labels.push_back((*src)->label(i));
+    ImageDatasetOptions o;
+    o.sampleShape = {1, 28, 28};
+    auto data = makeImageDataset(std::move(*src), o);
+    for (int64_t i : data->order(/*shuffle=*/true, /*seed=*/1, /*epoch=*/0))
+      std::printf("%lld %s\n", (long long)labels[size_t(i)], names[size_t(i)].c_str());
     return 0;
   }
   if (argc < 5) return 2;

@@ -294,6 +294,35 @@ class ShardsAndCifarTest(ImageTestCase):
         code, _, err = run([exe, "--data", "shards:" + self.path("sh/none-*.tar"), "--steps", "1"])
         self.assertEqual(code, 5, err)
 
+    def test_shards_are_split_over_ranks(self):
+        # 50 samples in 5 shards of 10: with 2 ranks, rank 0 reads shards 0, 2, 4 and rank 1
+        # shards 1 and 3; both train on the smaller share (20), and an epoch reads one shard's
+        # samples together (a shard at a time).
+        self.make("shards", self.path("sh"), "--per-class", 5, "--per-shard", 10)
+        pattern = self.path("sh/shard-*.tar")
+
+        def read(rank, ranks):
+            rows = [l.split(" ", 1) for l in tool("shards", pattern, rank, ranks).splitlines()]
+            return [(int(label), name.rsplit(":", 1)[0], name) for label, name in rows]
+
+        whole = read(0, 1)
+        self.assertEqual(len(whole), 50)
+        shard_of = lambda path: int(os.path.basename(path)[len("shard-"):-len(".tar")])
+        seen = set()
+        for rank in (0, 1):
+            rows = read(rank, 2)
+            self.assertEqual(len(rows), 20)
+            shards = [shard_of(s) for _, s, _ in rows]
+            self.assertTrue(all(s % 2 == rank for s in shards), shards)
+            runs = [s for k, s in enumerate(shards) if k == 0 or s != shards[k - 1]]
+            self.assertEqual(len(runs), len(set(runs)), "a shard's samples are not together: %s" % shards)
+            names = {n for _, _, n in rows}
+            self.assertFalse(names & seen)
+            seen |= names
+        code, _, err = run([TOOL, "shards", pattern, "0", "6"])
+        self.assertEqual(code, 5, err)
+        self.assertIn("shard per rank", err)
+
     def test_cifar100(self):
         exe = self.compile(self.cifar_model(), args=["--batch", "8"])
         rng = np.random.default_rng(0)
