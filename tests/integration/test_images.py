@@ -401,8 +401,8 @@ class ReplayTest(ImageTestCase):
     an image folder as PyTorch does on the same batches (hgpc's order and draws replayed by
     bench/hgpc_draws.py), from the same initial weights, with the same optimizer, schedule,
     weight decay and BatchNorm. The first step's loss is the same to float32 rounding (the same
-    pixels, crops and flips), later ones stay within a small multiple of PyTorch float32's own
-    distance from float64, and the evaluation (BatchNorm's running statistics) agrees."""
+    pixels, crops and flips), later ones stay within 8x PyTorch float32's largest distance from
+    float64 so far, and the evaluation (BatchNorm's running statistics) agrees."""
 
     def test_trains_as_pytorch_on_the_same_batches(self):
         sys.path.insert(0, os.path.join(SOURCE, "bench"))
@@ -475,7 +475,8 @@ class ReplayTest(ImageTestCase):
         self.assertEqual(len(ours), steps)
         self.assertLess(abs(ours[0] - l64[0]), 1e-5 * l64[0], (ours[0], l64[0]))
         for s in range(steps):
-            allow = max(8 * abs(l32[s] - l64[s]), 1e-5 * abs(l64[s]))
+            # Rounding differences grow step by step: PyTorch f32's largest distance so far.
+            allow = max(8 * max(abs(a - b) for a, b in zip(l32[:s + 1], l64)), 1e-5 * abs(l64[s]))
             self.assertLessEqual(abs(ours[s] - l64[s]), allow, "step %d: %s against %s" % (s + 1, ours, l64))
         self.assertAlmostEqual(evals[-1][1], e64[1], delta=0.021)
         self.assertLess(abs(evals[-1][0] - e64[0]), 1e-3 * e64[0] + 1e-4, (evals, e64))
