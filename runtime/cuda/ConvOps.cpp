@@ -24,6 +24,7 @@
 // Pitched operands (strided views): cuDNN is asked with strided descriptors first; a phase for
 // which neither a legacy algorithm nor a graph engine qualifies runs on dense copies of them in
 // the workspace (ConvStaging.h), and --verbose says so.
+#include "runtime/cuda/ConvChoice.h"
 #include "runtime/cuda/ConvGraph.h"
 #include "runtime/cuda/ConvStaging.h"
 #include "runtime/cuda/CudaKernel.h"
@@ -32,17 +33,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 
 namespace hgp::cuda {
-
-Status launchConvEpilogue(const CudaArgs& a, const DeviceTensor& y, const DeviceTensor* bias,
-                          int64_t c, int64_t plane, bool relu); // ConvBias.cu
-// The channel sums of y into sum and sumsq, and the scratch that takes (NormOps.cu).
-Status channelSumsScratch(const CudaArgs& a, const DeviceTensor& y, bool nhwc, size_t& bytes);
-Status launchChannelSums(const CudaArgs& a, const DeviceTensor& y, bool nhwc, void* scratch,
-                         float* sum, float* sumsq);
 
 namespace {
 
@@ -174,8 +167,6 @@ Status describe(CudaArgs& a, ConvState& s, const Shape& stored_xs, const Shape& 
   return Status::ok();
 }
 
-bool gemmOnly();
-
 std::string tuningKey(CudaArgs& a, const ConvState& s, Phase phase, const Shape& xs, const Shape& ws,
                       const Shape& ys) {
   std::ostringstream k;
@@ -201,29 +192,6 @@ cudnnMathType_t mathFor(const CudaArgs& a, const ConvState& s, cudnnMathType_t f
   return tensorCoresAllowed(a, s) ? found : CUDNN_FMA_MATH;
 }
 
-/// HGPC_CONV_ALGOS=gemm, a diagnostic (docs/testing.md): only GEMM-class algorithms, never FFT
-/// or Winograd, whose float32 rounding is several times an implicit GEMM's.
-bool gemmOnly() {
-  static const bool v = [] {
-    const char* e = std::getenv("HGPC_CONV_ALGOS");
-    return e && std::string(e) == "gemm";
-  }();
-  return v;
-}
-bool isTransform(cudnnConvolutionFwdAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
-}
-bool isTransform(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
-}
-bool isTransform(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
-}
-
 /// Times the candidates of one phase and returns the fastest acceptable one.
 template <typename Perf>
 Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phase) {
@@ -242,25 +210,6 @@ Status pick(CudaArgs& a, const Perf* perf, int n, ConvState& s, const char* phas
   }
   return a.fail(std::string("cuDNN has no usable ") + phase + " algorithm for this layer" +
                 (a.ctx.deterministic ? " in deterministic mode" : ""));
-}
-
-/// Milliseconds per run of `fn` on the stream (the mean of three after a warm-up); infinity if a
-/// run fails.
-template <typename Fn> double timeRuns(cudaStream_t stream, Fn&& fn) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  double ms = INFINITY;
-  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess && fn() &&
-      cudaEventRecord(start, stream) == cudaSuccess) {
-    bool ok = fn() && fn() && fn();
-    float t = 0;
-    if (ok && cudaEventRecord(stop, stream) == cudaSuccess &&
-        cudaEventSynchronize(stop) == cudaSuccess && cudaEventElapsedTime(&t, start, stop) == cudaSuccess)
-      ms = double(t) / 3;
-  }
-  (void)cudaGetLastError();
-  if (start) cudaEventDestroy(start);
-  if (stop) cudaEventDestroy(stop);
-  return ms;
 }
 
 /// Runs the phase with the legacy algorithm in `s` or with `plan`.
@@ -347,34 +296,11 @@ std::string layerText(const CudaArgs& a, const ConvState& s) {
          dtypeName(a.in[0].dtype) + (s.geom.channelsLast ? " nhwc" : " nchw");
 }
 
-/// The channel sums and sums of squares the step's outputs 1 and 2 hold now, on the host.
-Expected<std::vector<float>> readSums(CudaArgs& a) {
-  int64_t c = a.out[1].numel();
-  std::vector<float> v(size_t(2 * c));
-  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
-  HGP_CUDA_TRY(cudaMemcpy(v.data(), a.out[1].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
-  HGP_CUDA_TRY(cudaMemcpy(v.data() + c, a.out[2].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
-  return v;
-}
-
-/// Whether a fused engine's sums agree with the unfused ones to what the rounding of y in 16
-/// bits allows: each sum within 2e-3 of sqrt(count * sumsq), which bounds the sum of |y|.
-bool sameSums(const std::vector<float>& want, const std::vector<float>& got, double count) {
-  size_t c = want.size() / 2;
-  for (size_t i = 0; i < c; ++i) {
-    double scale = std::sqrt(count * std::max(0.0, double(want[c + i])));
-    if (!(std::fabs(double(got[i]) - want[i]) <= 2e-3 * scale + 1e-6) ||
-        !(std::fabs(double(got[c + i]) - want[c + i]) <= 2e-3 * want[c + i] + 1e-6))
-      return false;
-  }
-  return true;
-}
-
 /// Times cuDNN's fused convolution + epilogue graphs against the forward choice in `s` followed
 /// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that. A
-/// statistics engine is kept only when its sums agree with the unfused path's: on the H200
-/// (2026-12-02) an fp16 channels-last conv + GenStats engine won the timing and gave gradients
-/// 4-37% off (CudaConvBnStats.Fp16ChannelsLast).
+/// statistics engine is kept only when its sums agree with the unfused path's (ConvChoice.h).
+/// CudaConvBnStats.Fp16ChannelsLast failed on the H200 (2026-12-02) with and without this check,
+/// gradients 0.5-37% off: the cause is not (only) the engine's sums.
 Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const DeviceTensor& y,
                        const DeviceTensor* bias, void* scratch, size_t scratchBytes) {
   auto plans = convGraphPlans(a.ctx.cudnn, Phase::Forward, s.geom, tensorCoresAllowed(a, s),

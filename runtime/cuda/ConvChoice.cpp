@@ -1,0 +1,58 @@
+// ConvChoice.cpp - the algorithm classes and the statistics check of ConvChoice.h.
+#include "runtime/cuda/ConvChoice.h"
+
+#include "runtime/cuda/CudaCheck.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace hgp::cuda {
+
+/// HGPC_CONV_ALGOS=gemm, a diagnostic (docs/testing.md): only GEMM-class algorithms, never FFT
+/// or Winograd, whose float32 rounding is several times an implicit GEMM's.
+bool gemmOnly() {
+  static const bool v = [] {
+    const char* e = std::getenv("HGPC_CONV_ALGOS");
+    return e && std::string(e) == "gemm";
+  }();
+  return v;
+}
+bool isTransform(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool isTransform(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool isTransform(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+/// The channel sums and sums of squares the step's outputs 1 and 2 hold now, on the host.
+Expected<std::vector<float>> readSums(CudaArgs& a) {
+  int64_t c = a.out[1].numel();
+  std::vector<float> v(size_t(2 * c));
+  HGP_CUDA_TRY(cudaStreamSynchronize(a.stream));
+  HGP_CUDA_TRY(cudaMemcpy(v.data(), a.out[1].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
+  HGP_CUDA_TRY(cudaMemcpy(v.data() + c, a.out[2].data, size_t(c) * 4, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+/// Whether a fused engine's sums agree with the unfused ones to what the rounding of y in 16
+/// bits allows: each sum within 2e-3 of sqrt(count * sumsq), which bounds the sum of |y|.
+bool sameSums(const std::vector<float>& want, const std::vector<float>& got, double count) {
+  size_t c = want.size() / 2;
+  for (size_t i = 0; i < c; ++i) {
+    double scale = std::sqrt(count * std::max(0.0, double(want[c + i])));
+    if (!(std::fabs(double(got[i]) - want[i]) <= 2e-3 * scale + 1e-6) ||
+        !(std::fabs(double(got[c + i]) - want[c + i]) <= 2e-3 * want[c + i] + 1e-6))
+      return false;
+  }
+  return true;
+}
+
+} // namespace hgp::cuda
