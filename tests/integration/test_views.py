@@ -246,7 +246,9 @@ class ViewsTest(HgpcTestCase):
         viewed = self.plan(model, 4, "fp32", ["--layout", "nhwc", "--strided-views"])
         self.assertEqual(viewed.count(" part="), 0)
         self.assertEqual(viewed.count(" = Concat("), 6)
-        self.assertIn('copy="BatchNormTrain /stem/stem.1/BatchNormalization cannot write', viewed)
+        # The step named depends on the exporter: torch 1.13 leaves the stem's BatchNormTrain
+        # writing it, torch 2.11 (on the GPU machine) a Conv with the Relu fused.
+        self.assertRegex(viewed, r'copy="(BatchNormTrain|Conv) \S+ cannot write')
 
     def test_shuffle_strided_bf16(self):
         viewed, copied = self.strided(SHUFFLE, "shuffle.onnx", "bf16")
