@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
                  "into this records file, for hgpc plan/compile --records");
   app.add_option("--trace", o.trace,
                  "GPU: write the third step as a Chrome trace (JSON, opens in Perfetto)");
+  app.add_option("--dump-tensors", o.dumpTensors,
+                 "after the last step, write every tensor of the plan into this folder (compile "
+                 "with --no-buffer-reuse to keep the intermediates; tests/parity/step_diff.py "
+                 "compares two dumps)");
   app.add_option("--normalize", o.normalize,
                  "standardize pixels: MEAN,STD, or per channel M1,M2,M3,S1,S2,S3")
       ->delimiter(',');

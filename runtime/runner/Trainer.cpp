@@ -13,6 +13,7 @@
 #include "runtime/runner/MetricsLog.h"
 #include "runtime/runner/MpiBootstrap.h"
 #include "runtime/runner/StepIo.h"
+#include "runtime/runner/TensorDump.h"
 
 #include <cerrno>
 #include <csignal>
@@ -102,6 +103,7 @@ public:
       HGP_TRY(prepareFileDestination(opt_.save, "--save"));
       HGP_TRY(prepareFileDestination(opt_.metrics, "--metrics"));
       HGP_TRY(prepareFolderDestination(opt_.checkpointDir, "--checkpoint-dir"));
+      HGP_TRY(prepareFolderDestination(opt_.dumpTensors, "--dump-tensors"));
     }
     HGP_TRY(prepareFileDestination(bo.profile, "--profile"));
     HGP_TRY(prepareFileDestination(bo.trace, "--trace"));
@@ -251,6 +253,8 @@ public:
     if (opt_.verbose && backend_->deviceMemoryBytes() > 0)
       std::fprintf(stderr, "%s: device memory %.1f MiB\n", backend_->name(),
                    double(backend_->deviceMemoryBytes()) / (1 << 20));
+    if (!opt_.dumpTensors.empty() && lead_)
+      if (Status st = dumpTensors(plan_, *backend_, opt_.dumpTensors); !st) return fail(st);
     if (eval_ && !evaluatedAtStep(pos_.step))
       if (int code = evaluate(pos_.epoch); code != 0) return code;
     if (!opt_.checkpointDir.empty() && lead_ && lastCheckpointStep_ != pos_.step)

@@ -46,6 +46,8 @@ struct RunOptions {
   std::string opTimes;          ///< GPU: per-launch times of one step to this file.
   std::string profile;          ///< GPU: CUPTI records of one step to this file.
   std::string trace;            ///< GPU: one step as a Chrome trace (JSON) to this file.
+  /// Every tensor after the last step into this folder (runtime/runner/TensorDump.h).
+  std::string dumpTensors;
   /// --normalize MEAN,STD (or per channel: M1,M2,M3,S1,S2,S3).
   std::vector<float> normalize;
   /// Image data (docs/data.md): --augment and its pieces, --loader-threads (0: all cores but

@@ -25,6 +25,8 @@
 # nor epilogue (tests/integration/test_conv_epilogue.py on CUDA: fused convolution epilogues),
 # nor kinks (issue 20: the ReLU and pooling kinks of the CUDA run of ResNet-18, found with
 # hgp_forward_dump --device cuda and forced; KINKS_MODELS picks others),
+# nor step-diff (every tensor of a zoo case after STEPDIFF_STEPS steps on CUDA and on the CPU
+# backend, compared in program order: tests/gpu/zoo_steps.py --step-diff),
 # nor zoo-bisect (a failing zoo case under several compile flag sets, ZOO_MODELS/ZOO_VARIANTS),
 # nor modern (EfficientNet and ConvNeXt exported there by both exporters, 3 steps on CUDA:
 # tests/gpu/modern_export.py), nor families (every torchvision CNN family exported there in
@@ -239,6 +241,15 @@ PY
     rc=$?; check $rc "families"
     note "torchvision families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"
     grep '^{' "$OUT/families.log" | cut -c1-240 | tee -a "$summary"
+    ;;
+  step-diff)
+    # Where the CUDA run of a zoo case parts from the CPU backend's: every tensor after
+    # STEPDIFF_STEPS steps (default 1) on both, compared in program order (tests/parity/
+    # step_diff.py lists the steps whose result is off while their operands agree). ZOO_MODELS.
+    python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" --models "${ZOO_MODELS:-resnet18}" \
+      --step-diff "${STEPDIFF_STEPS:-1}" > "$OUT/step_diff.log" 2>&1
+    rc=$?; check $rc "step-diff"
+    grep -A12 '^jumps' "$OUT/step_diff.log" | cut -c1-200 | tee -a "$summary"
     ;;
   zoo-bisect)
     # A failing zoo case, judged under several compile flag sets side by side, each run twice

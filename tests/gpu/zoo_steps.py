@@ -18,6 +18,9 @@ of each update so that a missing update fails (as tests/parity/mixed_precision.p
 GPU machine:
     python3 tests/gpu/zoo_steps.py --hgpc $(command -v hgpc)
 
+--step-diff N (fp32) trains N steps on CUDA and on the CPU backend with every tensor dumped
+after the last, and prints the steps where the two runs part (tests/parity/step_diff.py).
+
 --variants "A;B;..." (fp32) bisects a failing case instead: each variant is a list of extra
 `hgpc compile` flags (or `default`, or a runner flag after `run:`, or an environment variable after `env:`), trained 3 steps on CUDA twice
 and judged as above; one line each, with whether its two runs were bit-identical, e.g.
@@ -54,6 +57,11 @@ def main():
     ap.add_argument("--variants", default=None,
                     help="fp32: ';'-separated compile flag sets to judge side by side (see above)")
     ap.add_argument("--device", default="cuda", help="with --variants: where both sides run (cpu: a smoke test)")
+    ap.add_argument("--step-diff", type=int, metavar="STEPS", default=0,
+                    help="instead of judging: train STEPS steps on CUDA and on the CPU backend, "
+                         "dump every tensor after the last (--dump-tensors, compiled with "
+                         "--no-buffer-reuse) and print where they part (tests/parity/step_diff.py)")
+    ap.add_argument("--reference-device", default="cpu", help="with --step-diff: the reference run's device")
     args = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -83,6 +91,9 @@ def main():
         x, y = parity.make_data(batch * STEPS, shape, None)
         np.save(os.path.join(work, "x.npy"), x)
         np.save(os.path.join(work, "y.npy"), y)
+        if args.step_diff:
+            failed += step_diff(args, name, flags, path, work, batch)
+            continue
         if args.variants:
             failed += bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init)
             continue
@@ -177,6 +188,28 @@ def bisect(args, name, model, make_opt, flags, path, work, x, y, batch, init):
               flush=True)
         bad |= worst["max_update_ratio"] > 1 or judge.worst(loss_rows) > 1
     return int(bad)
+
+
+def step_diff(args, name, flags, path, work, batch):
+    """--step-diff: where the CUDA run and the reference run part; 1 when a step jumps."""
+    exe = os.path.join(work, "sd")
+    p = subprocess.run([args.hgpc, "compile", path, "-o", exe, "--batch", str(batch), "--precision",
+                        "fp32", "--no-buffer-reuse", *flags], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(json.dumps(dict(model=name, error=p.stderr[-300:])), flush=True)
+        return 1
+    dumps = []
+    for dev in (args.device, args.reference_device):
+        d = os.path.join(work, "dump_" + dev + ("_ref" if dumps else ""))
+        os.makedirs(d, exist_ok=True)
+        parity.run_hgpc(exe, work, args.step_diff, dev, tag="_sd%d" % len(dumps),
+                        extra=["--deterministic", "--dump-tensors", d])
+        dumps.append(d)
+    print("== %s: %d steps on %s against %s" % (name, args.step_diff, args.device,
+                                                 args.reference_device), flush=True)
+    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "parity",
+                                                     "step_diff.py"), *dumps], text=True)
+    return int(p.returncode != 0)
 
 
 if __name__ == "__main__":
