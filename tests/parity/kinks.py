@@ -248,6 +248,13 @@ def hgpc_decision_inputs(onnx_path, weights, x, dump_exe, work, device="cpu"):
     return [vals[name].astype(np.float64) for _, _, name in nodes]
 
 
+class Chaotic(ValueError):
+    """PyTorch's own float32 forward is far from float64's at a step (a quarter of a decision
+    tensor's largest value or more): the earlier steps' rounding has been amplified beyond the
+    point where single decisions can be named. From that step on, the runs are judged against
+    PyTorch float32's own drift alone, which is then large, and no more kinks are searched."""
+
+
 def compare_decisions(nodes, h_inputs, runs, step):
     """The decisions hgpc takes on the other side from float64 while PyTorch float32 takes
     float64's: `h_inputs` from hgpc_decision_inputs, `runs` maps float32, float64 (the
@@ -267,10 +274,18 @@ def compare_decisions(nodes, h_inputs, runs, step):
             raise ValueError("node %s (%s) does not line up with PyTorch's call %d (%s, shape "
                              "%s)" % (name, kind, i, k64, list(e64.shape)))
         h = h_inputs[i].reshape(e64.shape)
-        err = max(float(np.abs(h - e64).max()), float(np.abs(e32 - f64).max()))
-        if err > 0.25 * max(float(np.abs(e64).max()), 1e-30):
-            raise ValueError("node %s: hgpc's input is %.1e from float64's: the graph's order "
-                             "and PyTorch's calls differ, or the forward is wrong" % (name, err))
+        dh, d32 = float(np.abs(h - e64).max()), float(np.abs(e32 - f64).max())
+        err = max(dh, d32)
+        top = max(float(np.abs(e64).max()), 1e-30)
+        if d32 > 0.25 * top:
+            raise Chaotic("step %d, node %s: PyTorch float32's own input is %.1e from float64's "
+                          "(largest |value| %.1e; hgpc's is %.1e from its reference)"
+                          % (step + 1, name, d32, top, dh))
+        if err > 0.25 * top:
+            raise ValueError("node %s: hgpc's input is %.1e from float64's and PyTorch float32's "
+                             "%.1e from its float64 (largest |value| %.1e): the graph's order "
+                             "and PyTorch's calls differ, or the forward is wrong"
+                             % (name, dh, d32, float(np.abs(e64).max())))
         if kind == "relu":
             flips = ((h > 0) != (e64 > 0)) & ((e32 > 0) == (f64 > 0))
             for idx in zip(*np.nonzero(flips)):
