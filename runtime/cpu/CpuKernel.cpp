@@ -7,20 +7,6 @@ Status KernelArgs::fail(const std::string& msg) const {
                 std::string("cpu ") + opName(step.op) + " '" + step.loc + "': " + msg);
 }
 
-std::vector<int64_t> stridesOf(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int64_t i = int64_t(s.size()) - 2; i >= 0; --i) st[size_t(i)] = st[size_t(i) + 1] * s[size_t(i) + 1];
-  return st;
-}
-
-std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  auto own = stridesOf(s);
-  size_t off = out.size() - s.size();
-  for (size_t i = 0; i < s.size(); ++i) st[off + i] = s[i] == 1 ? 0 : own[i];
-  return st;
-}
-
 void philox4x32(uint32_t counter[4], uint32_t key0, uint32_t key1, uint32_t out[4]) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;

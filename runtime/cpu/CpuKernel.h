@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/ShapeAttrs.h"
 
 #include <cstdint>
 #include <vector>
@@ -45,12 +46,6 @@ struct KernelArgs {
 #include "runtime/plan/OpList.def"
 
 // ---- Shared helpers ------------------------------------------------------------------------
-
-/// Row-major strides of a shape.
-std::vector<int64_t> stridesOf(const Shape& s);
-
-/// Strides for reading a tensor of shape `s` as if broadcast to `out` (0 on broadcast dims).
-std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out);
 
 /// Philox-4x32-10 (Salmon et al., SC'11): four 32-bit outputs for a 128-bit counter and a 64-bit
 /// key. Dropout on every backend draws from this, so masks agree bit for bit.

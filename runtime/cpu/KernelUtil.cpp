@@ -40,38 +40,7 @@ Status badData(const KernelArgs& a, const std::string& msg) {
 }
 
 Status readInts(const KernelArgs& a, const char* name, size_t n, std::vector<int64_t>& out) {
-  const AttrValue* v = a.attrs().find(name);
-  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v))
-    return a.fail(std::string("attribute '") + name + "' is missing or not an integer list");
-  out = std::get<std::vector<int64_t>>(*v);
-  if (out.size() != n)
-    return a.fail(std::string("attribute '") + name + "' has " + std::to_string(out.size()) +
-                  " entries, expected " + std::to_string(n));
-  return Status::ok();
-}
-
-void coalesceDims(Shape& shape, std::vector<std::vector<int64_t>*> strides) {
-  Shape s;
-  std::vector<std::vector<int64_t>> st(strides.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !s.empty();
-    for (size_t k = 0; k < strides.size() && merge; ++k)
-      merge = st[k].back() == (*strides[k])[d] * shape[d];
-    if (merge) {
-      s.back() *= shape[d];
-      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
-    } else {
-      s.push_back(shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
-    }
-  }
-  if (s.empty()) {
-    s.push_back(1);
-    for (auto& v : st) v.push_back(0);
-  }
-  shape = s;
-  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = st[k];
+  return inStep(a, readIntList(a.attrs(), name, n, out));
 }
 
 float* threadScratch(Scratch slot, size_t n) {

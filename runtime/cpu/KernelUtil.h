@@ -34,6 +34,12 @@ Status badData(const KernelArgs& a, const std::string& msg);
 /// Reads an integer list attribute that must have exactly `n` entries into `out`.
 Status readInts(const KernelArgs& a, const char* name, size_t n, std::vector<int64_t>& out);
 
+/// `s` with the step named in front, as fail() names it, for the errors of the readers in
+/// runtime/plan (ShapeAttrs.h, PoolWindow.h), which know no step.
+inline Status inStep(const KernelArgs& a, const Status& s) {
+  return s ? s : a.fail(s.message());
+}
+
 /// A shape as a string, for messages.
 inline std::string str(const Shape& s) {
   return shapeToString(s);
@@ -46,11 +52,6 @@ constexpr int64_t kElementwiseGrain = 1 << 15;
 template <typename Fn> void parallelElementwise(int64_t n, Fn&& fn) {
   parallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) { fn(b, e); });
 }
-
-/// Merges adjacent dims that every stride list walks contiguously, so that loops over the view
-/// have long inner runs. Dims of size 1 are dropped. `strides` holds one list per operand; the
-/// result keeps at least one dim.
-void coalesceDims(Shape& shape, std::vector<std::vector<int64_t>*> strides);
 
 /// Calls fn(i, off) for every element of `shape` in row-major order, where i counts elements
 /// and off = base + sum(index[d] * strides[d]).

@@ -28,20 +28,12 @@ Status checkSameDType(const KernelArgs& a) {
   return Status::ok();
 }
 
-/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split).
+/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split; ShapeAttrs.h).
 Status checkStacking(const KernelArgs& a, const std::vector<TensorView>& parts,
                      const TensorView& whole, int64_t axis) {
-  if (axis < 0 || axis >= whole.rank()) return a.fail("axis out of range");
-  int64_t total = 0;
-  for (const auto& p : parts) {
-    if (p.rank() != whole.rank()) return a.fail("operands must have the same rank");
-    for (int64_t d = 0; d < whole.rank(); ++d)
-      if (d != axis && p.dim(d) != whole.dim(d))
-        return a.fail(str(*p.shape) + " differs from " + str(*whole.shape) + " off the axis");
-    total += p.dim(axis);
-  }
-  if (total != whole.dim(axis)) return a.fail("the parts do not add up along the axis");
-  return Status::ok();
+  std::vector<const Shape*> shapes;
+  for (const auto& p : parts) shapes.push_back(p.shape);
+  return inStep(a, hgp::checkStacking(shapes, *whole.shape, axis));
 }
 
 /// Copies each part's [outer, axisLen*inner] block to or from the whole tensor.
@@ -69,57 +61,30 @@ void stackCopy(const std::vector<TensorView>& parts, const TensorView& whole, in
   }
 }
 
-/// The source strides and base offset that read Slice's result out of X (in elements).
+/// The source strides and base offset that read Slice's result out of X (ShapeAttrs.h).
 Status sliceView(const KernelArgs& a, const Shape& x, const Shape& y, std::vector<int64_t>& strides,
                  int64_t& base) {
-  size_t r = x.size();
-  if (y.size() != r) return a.fail("Slice result rank differs from the input rank");
-  std::vector<int64_t> starts, ends, steps;
-  HGP_TRY(readInts(a, "starts", r, starts));
-  HGP_TRY(readInts(a, "ends", r, ends));
-  HGP_TRY(readInts(a, "steps", r, steps));
-  std::vector<int64_t> xs = stridesOf(x);
-  strides.assign(r, 0);
-  base = 0;
-  for (size_t i = 0; i < r; ++i) {
-    int64_t st = starts[i], en = ends[i], sp = steps[i], count;
-    if (sp > 0 && st >= 0 && st <= x[i] && en >= st && en <= x[i])
-      count = (en - st + sp - 1) / sp;
-    else if (sp < 0 && st >= 0 && st < x[i] && en >= -1 && en <= st)
-      count = (st - en - sp - 1) / -sp;
-    else
-      return a.fail("slice bounds are not normalized along dim " + std::to_string(i));
-    if (count != y[i]) return a.fail("Slice result " + str(y) + " does not match the bounds");
-    strides[i] = sp * xs[i];
-    base += st * xs[i];
-  }
+  Expected<SourceView> v = readSliceView(a.attrs(), x, y);
+  if (!v) return inStep(a, v.status());
+  strides = v->strides;
+  base = v->base;
   return Status::ok();
 }
 
 /// For each dim, the input index that each padded position reads, or -1 (a constant fill).
 Status padMaps(const KernelArgs& a, const Shape& x, const Shape& y,
                std::vector<std::vector<int64_t>>& maps) {
-  size_t r = x.size();
-  std::vector<int64_t> pads;
-  HGP_TRY(readInts(a, "pads", 2 * r, pads));
-  std::string mode = a.attrs().getString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return a.fail("Pad mode '" + mode + "' is not supported");
-  if (y.size() != r) return a.fail("Pad result rank differs from the input rank");
-  maps.assign(r, {});
-  for (size_t d = 0; d < r; ++d) {
-    int64_t before = pads[d], n = x[d];
-    if (y[d] != n + before + pads[r + d]) return a.fail("Pad result " + str(y) + " does not match");
-    if (mode != "constant" && (before < 0 || pads[r + d] < 0))
-      return a.fail("negative pads are only supported in constant mode");
-    if (mode == "reflect" && (before >= n || pads[r + d] >= n))
-      return a.fail("reflect padding must be smaller than the dim it pads");
+  Expected<PadSpec> p = readPad(a.attrs(), x, y);
+  if (!p) return inStep(a, p.status());
+  maps.assign(x.size(), {});
+  for (size_t d = 0; d < x.size(); ++d) {
+    int64_t before = p->before[d], n = x[d];
     for (int64_t o = 0; o < y[d]; ++o) {
       int64_t i = o - before;
       if (i < 0 || i >= n) {
-        if (mode == "constant")
+        if (p->mode == PadMode::Constant)
           i = -1;
-        else if (mode == "edge")
+        else if (p->mode == PadMode::Edge)
           i = i < 0 ? 0 : n - 1;
         else
           i = i < 0 ? -i : 2 * (n - 1) - i; // reflect excludes the edge element
@@ -203,11 +168,7 @@ Status execSliceBwd(KernelArgs& a) {
 Status execReshape(KernelArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
-  std::vector<int64_t> shape;
-  HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
-  HGP_TRY(checkShape(a, a.out[0], shape, "result"));
-  if (a.out[0].numel() != a.in[0].numel())
-    return a.fail("cannot reshape " + str(*a.in[0].shape) + " to " + str(*a.out[0].shape));
+  HGP_TRY(inStep(a, checkReshape(a.attrs(), *a.in[0].shape, *a.out[0].shape)));
   copyBytes(a.out[0], a.in[0]);
   return Status::ok();
 }
@@ -216,20 +177,9 @@ Status execTranspose(KernelArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
   const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
-  std::vector<int64_t> perm;
-  HGP_TRY(readInts(a, "perm", x.size(), perm));
-  if (y.size() != x.size()) return a.fail("Transpose result rank differs");
-  std::vector<int64_t> xs = stridesOf(x), strides(x.size());
-  std::vector<bool> seen(x.size());
-  for (size_t d = 0; d < perm.size(); ++d) {
-    int64_t p = perm[d];
-    if (p < 0 || p >= int64_t(x.size()) || seen[size_t(p)])
-      return a.fail("perm is not a permutation");
-    seen[size_t(p)] = true;
-    if (y[d] != x[size_t(p)]) return a.fail("Transpose result " + str(y) + " does not match");
-    strides[d] = xs[size_t(p)];
-  }
-  stridedCopy(a.out[0].data, a.in[0].data, y, strides, 0, dtypeSize(a.in[0].dtype));
+  Expected<SourceView> v = readTransposeView(a.attrs(), x, y);
+  if (!v) return inStep(a, v.status());
+  stridedCopy(a.out[0].data, a.in[0].data, y, v->strides, 0, dtypeSize(a.in[0].dtype));
   return Status::ok();
 }
 
@@ -270,19 +220,9 @@ Status execExpand(KernelArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
   const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
-  std::vector<int64_t> target;
-  HGP_TRY(readInts(a, "shape", a.attrs().getInts("shape").size(), target));
-  // y must be the numpy broadcast of x and `shape`.
-  size_t r = std::max(x.size(), target.size());
-  Shape want(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t dx = i + x.size() >= r ? x[i + x.size() - r] : 1;
-    int64_t dt = i + target.size() >= r ? target[i + target.size() - r] : 1;
-    if (dx != dt && dx != 1 && dt != 1)
-      return a.fail(str(x) + " does not broadcast to " + str(target));
-    want[i] = dx == 1 ? dt : dx;
-  }
-  HGP_TRY(checkShape(a, a.out[0], want, "result"));
+  Expected<Shape> want = readExpandShape(a.attrs(), x);
+  if (!want) return inStep(a, want.status());
+  HGP_TRY(checkShape(a, a.out[0], *want, "result"));
   stridedCopy(a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0, dtypeSize(a.in[0].dtype));
   return Status::ok();
 }

@@ -14,6 +14,7 @@
 
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/plan/Layout.h"
+#include "runtime/plan/ShapeAttrs.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -73,16 +74,15 @@ inline Status checkScalar(const CudaArgs& a, const DeviceTensor& v, DType t, con
   return Status::ok();
 }
 
+/// `s` with the step named in front, as fail() names it, for the errors of the readers in
+/// runtime/plan (ShapeAttrs.h, PoolWindow.h), which know no step.
+inline Status inStep(const CudaArgs& a, const Status& s) {
+  return s ? s : a.fail(s.message());
+}
+
 /// Reads an integer list attribute that must have exactly `n` entries.
 inline Status readInts(const CudaArgs& a, const char* name, size_t n, std::vector<int64_t>& out) {
-  const AttrValue* v = a.attrs().find(name);
-  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v))
-    return a.fail(std::string("attribute '") + name + "' is missing or not an integer list");
-  out = std::get<std::vector<int64_t>>(*v);
-  if (out.size() != n)
-    return a.fail(std::string("attribute '") + name + "' has " + std::to_string(out.size()) +
-                  " entries, expected " + std::to_string(n));
-  return Status::ok();
+  return inStep(a, readIntList(a.attrs(), name, n, out));
 }
 
 // ---- Launch sizing -------------------------------------------------------------------------
@@ -119,48 +119,7 @@ inline Status copyTensor(const CudaArgs& a, const DeviceTensor& dst, const Devic
 
 // ---- Shapes (host) -------------------------------------------------------------------------
 
-/// Row-major strides of a shape.
-inline std::vector<int64_t> stridesOf(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int64_t i = int64_t(s.size()) - 2; i >= 0; --i)
-    st[size_t(i)] = st[size_t(i) + 1] * s[size_t(i) + 1];
-  return st;
-}
-
-/// Strides for reading shape `s` broadcast to `out` (0 on broadcast dims).
-inline std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  auto own = stridesOf(s);
-  size_t off = out.size() - s.size();
-  for (size_t i = 0; i < s.size(); ++i) st[off + i] = s[i] == 1 ? 0 : own[i];
-  return st;
-}
-
-/// Merges adjacent dims that every stride list walks contiguously and drops dims of size 1
-/// (as the CPU's coalesceDims). The result keeps at least one dim.
-inline void coalesceDims(Shape& shape, std::vector<std::vector<int64_t>*> strides) {
-  Shape s;
-  std::vector<std::vector<int64_t>> st(strides.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !s.empty();
-    for (size_t k = 0; k < strides.size() && merge; ++k)
-      merge = st[k].back() == (*strides[k])[d] * shape[d];
-    if (merge) {
-      s.back() *= shape[d];
-      for (size_t k = 0; k < strides.size(); ++k) st[k].back() = (*strides[k])[d];
-    } else {
-      s.push_back(shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k) st[k].push_back((*strides[k])[d]);
-    }
-  }
-  if (s.empty()) {
-    s.push_back(1);
-    for (auto& v : st) v.push_back(0);
-  }
-  shape = s;
-  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = st[k];
-}
+// Row-major strides, broadcast strides and coalesceDims are runtime/plan/ShapeAttrs.h's.
 
 /// Packs a shape and one stride list into Dims (fails beyond kMaxDims).
 inline Status toDims(const CudaArgs& a, const Shape& shape, const std::vector<int64_t>& strides,

@@ -64,55 +64,25 @@ Status stridedGather(CudaArgs& a, void* dst, const void* src, Shape shape,
   return checkLaunch(a, "gatherKernel");
 }
 
-/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split).
+/// Checks that `parts` stacked along `axis` make up `whole` (Concat and Split; ShapeAttrs.h).
 Status checkStacking(const CudaArgs& a, const std::vector<DeviceTensor>& parts,
                      const DeviceTensor& whole, int64_t axis) {
-  if (axis < 0 || axis >= whole.rank()) return a.fail("axis out of range");
-  int64_t total = 0;
-  for (const auto& p : parts) {
-    if (p.rank() != whole.rank()) return a.fail("operands must have the same rank");
-    for (int64_t d = 0; d < whole.rank(); ++d)
-      if (d != axis && p.dim(d) != whole.dim(d))
-        return a.fail(shapeToString(*p.shape) + " differs from " + shapeToString(*whole.shape) +
-                      " off the axis");
-    total += p.dim(axis);
-  }
-  if (total != whole.dim(axis)) return a.fail("the parts do not add up along the axis");
-  return Status::ok();
+  std::vector<const Shape*> shapes;
+  for (const auto& p : parts) shapes.push_back(p.shape);
+  return inStep(a, hgp::checkStacking(shapes, *whole.shape, axis));
 }
 
-
-/// The source strides and base offset that read Slice's result out of X (in elements).
+/// The source strides and base offset that read Slice's result out of X (ShapeAttrs.h).
 Status sliceView(const CudaArgs& a, const Shape& x, const Shape& y, std::vector<int64_t>& strides,
                  int64_t& base) {
-  size_t r = x.size();
-  if (y.size() != r) return a.fail("Slice result rank differs from the input rank");
-  std::vector<int64_t> starts, ends, steps;
-  HGP_TRY(readInts(a, "starts", r, starts));
-  HGP_TRY(readInts(a, "ends", r, ends));
-  HGP_TRY(readInts(a, "steps", r, steps));
-  std::vector<int64_t> xs = stridesOf(x);
-  strides.assign(r, 0);
-  base = 0;
-  for (size_t i = 0; i < r; ++i) {
-    int64_t st = starts[i], en = ends[i], sp = steps[i], count;
-    if (sp > 0 && st >= 0 && st <= x[i] && en >= st && en <= x[i])
-      count = (en - st + sp - 1) / sp;
-    else if (sp < 0 && st >= 0 && st < x[i] && en >= -1 && en <= st)
-      count = (st - en - sp - 1) / -sp;
-    else
-      return a.fail("slice bounds are not normalized along dim " + std::to_string(i));
-    if (count != y[i])
-      return a.fail("Slice result " + shapeToString(y) + " does not match the bounds");
-    strides[i] = sp * xs[i];
-    base += st * xs[i];
-  }
+  Expected<SourceView> v = readSliceView(a.attrs(), x, y);
+  if (!v) return inStep(a, v.status());
+  strides = v->strides;
+  base = v->base;
   return Status::ok();
 }
 
 // ---- Pad -----------------------------------------------------------------------------------
-
-enum class PadMode : int { Constant, Reflect, Edge };
 
 struct PadGeometry {
   int rank = 0;
@@ -121,32 +91,19 @@ struct PadGeometry {
   int64_t in[kMaxDims] = {}, out[kMaxDims] = {}, before[kMaxDims] = {};
 };
 
-Status readPad(const CudaArgs& a, const Shape& x, const Shape& y, PadGeometry& g) {
-  size_t r = x.size();
-  if (r > size_t(kMaxDims)) return a.fail("Pad supports at most 8 dims");
-  std::vector<int64_t> pads;
-  HGP_TRY(readInts(a, "pads", 2 * r, pads));
-  std::string mode = a.attrs().getString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return a.fail("Pad mode '" + mode + "' is not supported");
-  if (y.size() != r) return a.fail("Pad result rank differs from the input rank");
+/// Pad's attributes (ShapeAttrs.h) as the kernels take them.
+Status readPadGeometry(const CudaArgs& a, const Shape& x, const Shape& y, PadGeometry& g) {
+  if (x.size() > size_t(kMaxDims)) return a.fail("Pad supports at most 8 dims");
+  Expected<PadSpec> p = readPad(a.attrs(), x, y);
+  if (!p) return inStep(a, p.status());
   g = PadGeometry();
-  g.rank = int(r);
-  g.mode = mode == "constant"  ? PadMode::Constant
-           : mode == "reflect" ? PadMode::Reflect
-                               : PadMode::Edge;
-  g.value = float(a.attrs().getFloat("value", 0.0));
-  for (size_t d = 0; d < r; ++d) {
-    int64_t before = pads[d], after = pads[r + d], n = x[d];
-    if (y[d] != n + before + after)
-      return a.fail("Pad result " + shapeToString(y) + " does not match");
-    if (mode != "constant" && (before < 0 || after < 0))
-      return a.fail("negative pads are only supported in constant mode");
-    if (mode == "reflect" && (before >= n || after >= n))
-      return a.fail("reflect padding must be smaller than the dim it pads");
-    g.in[d] = n;
+  g.rank = int(x.size());
+  g.mode = p->mode;
+  g.value = p->value;
+  for (size_t d = 0; d < x.size(); ++d) {
+    g.in[d] = x[d];
     g.out[d] = y[d];
-    g.before[d] = before;
+    g.before[d] = p->before[d];
   }
   return Status::ok();
 }
@@ -311,12 +268,7 @@ Status execSliceBwd(CudaArgs& a) {
 Status execReshape(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
-  std::vector<int64_t> shape;
-  HGP_TRY(readInts(a, "shape", a.out[0].shape->size(), shape));
-  HGP_TRY(checkShape(a, a.out[0], shape, "result"));
-  if (a.out[0].numel() != a.in[0].numel())
-    return a.fail("cannot reshape " + shapeToString(*a.in[0].shape) + " to " +
-                  shapeToString(*a.out[0].shape));
+  HGP_TRY(inStep(a, checkReshape(a.attrs(), *a.in[0].shape, *a.out[0].shape)));
   return copyTensor(a, a.out[0], a.in[0]);
 }
 
@@ -324,21 +276,9 @@ Status execTranspose(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
   const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
-  std::vector<int64_t> perm;
-  HGP_TRY(readInts(a, "perm", x.size(), perm));
-  if (y.size() != x.size()) return a.fail("Transpose result rank differs");
-  std::vector<int64_t> xs = stridesOf(x), strides(x.size());
-  std::vector<bool> seen(x.size());
-  for (size_t d = 0; d < perm.size(); ++d) {
-    int64_t p = perm[d];
-    if (p < 0 || p >= int64_t(x.size()) || seen[size_t(p)])
-      return a.fail("perm is not a permutation");
-    seen[size_t(p)] = true;
-    if (y[d] != x[size_t(p)])
-      return a.fail("Transpose result " + shapeToString(y) + " does not match");
-    strides[d] = xs[size_t(p)];
-  }
-  return stridedGather(a, a.out[0].data, a.in[0].data, y, strides, 0, dtypeSize(a.in[0].dtype));
+  Expected<SourceView> v = readTransposeView(a.attrs(), x, y);
+  if (!v) return inStep(a, v.status());
+  return stridedGather(a, a.out[0].data, a.in[0].data, y, v->strides, 0, dtypeSize(a.in[0].dtype));
 }
 
 Status execPad(CudaArgs& a) {
@@ -346,7 +286,7 @@ Status execPad(CudaArgs& a) {
   HGP_TRY(checkFloat(a, a.in[0], "X"));
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   PadGeometry g;
-  HGP_TRY(readPad(a, *a.in[0].shape, *a.out[0].shape, g));
+  HGP_TRY(readPadGeometry(a, *a.in[0].shape, *a.out[0].shape, g));
   int64_t n = a.out[0].numel();
   return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
@@ -363,7 +303,7 @@ Status execPadBwd(CudaArgs& a) {
   HGP_TRY(readInts(a, "x_shape", a.out[0].shape->size(), xShape));
   HGP_TRY(checkShape(a, a.out[0], xShape, "dX"));
   PadGeometry g;
-  HGP_TRY(readPad(a, xShape, *a.in[0].shape, g));
+  HGP_TRY(readPadGeometry(a, xShape, *a.in[0].shape, g));
   int64_t n = a.out[0].numel();
   return dispatchFloat(a, a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
@@ -376,19 +316,9 @@ Status execExpand(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkSameDType(a));
   const Shape &x = *a.in[0].shape, &y = *a.out[0].shape;
-  std::vector<int64_t> target = a.attrs().getInts("shape");
-  if (!a.attrs().has("shape")) return a.fail("attribute 'shape' is missing");
-  // y must be the numpy broadcast of x and `shape`.
-  size_t r = std::max(x.size(), target.size());
-  Shape want(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t dx = i + x.size() >= r ? x[i + x.size() - r] : 1;
-    int64_t dt = i + target.size() >= r ? target[i + target.size() - r] : 1;
-    if (dx != dt && dx != 1 && dt != 1)
-      return a.fail(shapeToString(x) + " does not broadcast to " + shapeToString(target));
-    want[i] = dx == 1 ? dt : dx;
-  }
-  HGP_TRY(checkShape(a, a.out[0], want, "result"));
+  Expected<Shape> want = readExpandShape(a.attrs(), x);
+  if (!want) return inStep(a, want.status());
+  HGP_TRY(checkShape(a, a.out[0], *want, "result"));
   return stridedGather(a, a.out[0].data, a.in[0].data, y, broadcastStrides(x, y), 0,
                        dtypeSize(a.in[0].dtype));
 }

@@ -1,8 +1,7 @@
 #include "runtime/plan/PoolWindow.h"
 
+#include "runtime/plan/ShapeAttrs.h"
 #include "runtime/plan/Window.h"
-
-#include <variant>
 
 namespace hgp {
 
@@ -10,17 +9,6 @@ namespace {
 
 Status bad(const std::string& m) {
   return Status(ErrorCode::Internal, m);
-}
-
-Status readInts(const AttrMap& attrs, const char* name, size_t n, std::vector<int64_t>& out) {
-  const AttrValue* v = attrs.find(name);
-  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v))
-    return bad(std::string("attribute '") + name + "' is missing or not an integer list");
-  out = std::get<std::vector<int64_t>>(*v);
-  if (out.size() != n)
-    return bad(std::string("attribute '") + name + "' has " + std::to_string(out.size()) +
-               " entries, expected " + std::to_string(n));
-  return Status::ok();
 }
 
 } // namespace
@@ -31,10 +19,10 @@ Expected<PoolWindow> readPoolWindow(const AttrMap& attrs, const Shape& x, const 
     return bad("pooling shapes " + shapeToString(x) + " -> " + shapeToString(y) + " do not fit");
   size_t r = rank - 2, lead = 3 - r;
   std::vector<int64_t> k, s, p, d(r, 1);
-  HGP_TRY(readInts(attrs, "kernel_shape", r, k));
-  HGP_TRY(readInts(attrs, "strides", r, s));
-  HGP_TRY(readInts(attrs, "pads", 2 * r, p));
-  if (attrs.has("dilations")) HGP_TRY(readInts(attrs, "dilations", r, d));
+  HGP_TRY(readIntList(attrs, "kernel_shape", r, k));
+  HGP_TRY(readIntList(attrs, "strides", r, s));
+  HGP_TRY(readIntList(attrs, "pads", 2 * r, p));
+  if (attrs.has("dilations")) HGP_TRY(readIntList(attrs, "dilations", r, d));
   bool ceil = attrs.getInt("ceil_mode", 0) != 0;
   PoolWindow w;
   w.planes = x[0] * x[1];
