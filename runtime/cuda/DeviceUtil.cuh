@@ -292,16 +292,40 @@ inline ChannelShape channelShapeOf(const Shape& s) {
   return c;
 }
 
-struct ChannelSplit {
-  int parts = 1;
-  int64_t chunk = 0; ///< Elements per part (a multiple of 4 when vectorized).
-  bool vec = false;  ///< float4 loads: inner % 4 == 0 and aligned data.
+/// Unsigned division of n < 2^31 by a fixed divisor d < 2^31 with a multiply-high (Granlund and
+/// Montgomery's round-up method): t = umulhi(n, m), q = (t + ((n - t) >> 1)) >> (l - 1), with
+/// l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1. The quotient is exact. The
+/// per-channel sums below and the pooling kernels (PoolKernels.cuh), which would otherwise spend
+/// most of their instructions in integer division, use it.
+struct FastDiv {
+  uint32_t d = 1, m = 0, l = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((uint64_t(1) << l) < d) ++l;
+    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    if (l == 0) return n;
+    uint32_t t = __umulhi(n, m);
+    return (t + ((n - t) >> 1)) >> (l - 1);
+  }
+  /// n / d for 0 <= n < 2^31.
+  __device__ __forceinline__ int operator()(int n) const { return int(div(uint32_t(n))); }
 };
 
-/// Chooses the split: about two waves of 256-thread blocks in all, at least 4096 elements a part.
-inline ChannelSplit planChannelSplit(const CudaArgs& a, const ChannelShape& s, bool aligned) {
+struct ChannelSplit {
+  int parts = 1;
+  uint32_t chunk = 0; ///< Elements per part (a multiple of the access width).
+  int width = 1;      ///< Elements per access: 1, 4 or kVec<T> (vectorWidth).
+  FastDiv inner;
+};
+
+/// Chooses the split for accesses of `width` elements: about two waves of 256-thread blocks in
+/// all (16 per SM), at least 4096 elements a part.
+inline ChannelSplit planChannelSplit(const CudaArgs& a, const ChannelShape& s, int width) {
   ChannelSplit sp;
-  sp.vec = aligned && s.inner % 4 == 0;
+  sp.width = width;
+  const int64_t V = width;
   int64_t count = s.count();
   int64_t target = int64_t(smCount(a)) * 16;
   int64_t parts = (target + s.channels - 1) / s.channels;
@@ -309,16 +333,22 @@ inline ChannelSplit planChannelSplit(const CudaArgs& a, const ChannelShape& s, b
   parts = parts < 1 ? 1 : parts > maxParts ? maxParts : parts;
   if (parts < 1) parts = 1;
   int64_t chunk = (count + parts - 1) / parts;
-  if (sp.vec) chunk = (chunk + 3) / 4 * 4;
+  chunk = (chunk + V - 1) / V * V;
   sp.parts = int((count + chunk - 1) / chunk);
-  sp.chunk = chunk;
+  sp.chunk = uint32_t(chunk);
+  sp.inner = FastDiv(uint32_t(s.inner));
   return sp;
 }
 
-/// Block (p, c) of the partial-sum kernel: F::Channel ch = f.channel(c) accumulates elements
-/// with ch.one(acc, offset) and, when vectorized, four at a time with ch.four(acc, offset).
-/// partials[(c * parts + p) * NV + k] receives sum k of the chunk.
-template <int NV, typename F>
+/// Block (p, c) of the partial-sum kernel sums chunk p of channel c (its elements in channel
+/// order, image by image) into NV doubles: partials[(c * parts + p) * NV + k]. F::Channel ch =
+/// f.channel(c) adds one element with ch.one(run, offset) and V consecutive ones with
+/// ch.vec<V>(run, offset) into NV accumulators of type Run. A thread makes up to Flush such
+/// accesses into a fresh run, then adds the run into its double accumulators: BatchNorm sums
+/// runs of kFlush vectors in float (NormKernels.cuh), ReduceSum and ReduceMean add every access
+/// straight into double (Run = double, Flush = 1). The block then combines its threads in a
+/// fixed tree (blockSum).
+template <int V, int NV, typename Run, int Flush, typename F>
 __global__ void channelPartialsKernel(ChannelShape s, ChannelSplit sp, F f, double* partials) {
   __shared__ double scratch[32];
   int64_t c = blockIdx.y;
@@ -326,20 +356,24 @@ __global__ void channelPartialsKernel(ChannelShape s, ChannelSplit sp, F f, doub
   auto ch = f.channel(c);
   double acc[NV];
   for (int k = 0; k < NV; ++k) acc[k] = 0.0;
-  uint32_t count = uint32_t(s.count()), inner = uint32_t(s.inner);
-  uint32_t begin = uint32_t(int64_t(p) * sp.chunk);
+  uint32_t count = uint32_t(s.count());
+  uint32_t begin = uint32_t(p) * sp.chunk;
   uint32_t end = uint32_t(min(int64_t(count), int64_t(p + 1) * sp.chunk));
   int64_t planeStride = s.channels * s.inner, base = c * s.inner;
-  if (sp.vec) {
-    for (uint32_t e = begin + 4 * threadIdx.x; e < end; e += 4 * blockDim.x) {
-      uint32_t i = e / inner, j = e - i * inner;
-      ch.four(acc, base + int64_t(i) * planeStride + j);
+  uint32_t inner = uint32_t(s.inner), step = V * blockDim.x;
+  for (uint32_t e0 = begin + V * threadIdx.x; e0 < end; e0 += Flush * step) {
+    Run run[NV];
+    for (int k = 0; k < NV; ++k) run[k] = Run(0);
+#pragma unroll
+    for (int k = 0; k < Flush; ++k) {
+      uint32_t e = e0 + k * step;
+      if (e >= end) break;
+      uint32_t i = sp.inner.div(e), j = e - i * inner;
+      int64_t off = base + int64_t(i) * planeStride + j;
+      if constexpr (V == 1) ch.one(run, off);
+      else ch.template vec<V>(run, off);
     }
-  } else {
-    for (uint32_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
-      uint32_t i = e / inner, j = e - i * inner;
-      ch.one(acc, base + int64_t(i) * planeStride + j);
-    }
+    for (int k = 0; k < NV; ++k) acc[k] += double(run[k]);
   }
   for (int k = 0; k < NV; ++k) {
     double v = blockSum(acc[k], scratch);
@@ -347,14 +381,20 @@ __global__ void channelPartialsKernel(ChannelShape s, ChannelSplit sp, F f, doub
   }
 }
 
-/// Launches the partial sums; `partials` holds channels * parts * NV doubles.
-template <int NV, typename F>
+/// Launches the partial sums over elements of type T with sp's access width; `partials` holds
+/// channels * parts * NV doubles.
+template <int NV, typename Run, int Flush, typename T, typename F>
 Status launchChannelPartials(const CudaArgs& a, const ChannelShape& s, const ChannelSplit& sp,
                              const F& f, double* partials) {
   if (s.count() >= (int64_t(1) << 31)) return a.fail("more than 2^31 elements per channel");
   if (s.channels > 65535) return a.fail("more than 65535 channels");
   dim3 grid(unsigned(sp.parts), unsigned(s.channels));
-  channelPartialsKernel<NV><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  if (sp.width == kVec<T>)
+    channelPartialsKernel<kVec<T>, NV, Run, Flush><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  else if (sp.width == 4)
+    channelPartialsKernel<4, NV, Run, Flush><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
+  else
+    channelPartialsKernel<1, NV, Run, Flush><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
   return checkLaunch(a, "channelPartialsKernel");
 }
 

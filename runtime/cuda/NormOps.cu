@@ -2,8 +2,9 @@
 // (NormOps.cpp on the CPU).
 //
 // BatchNormTrain makes three passes: per-channel partial sums over chunks of each channel
-// (bnPartialsKernel: sum(x - K) and sum((x - K)^2), shifted by the channel's first element K so
-// that a large mean does not cancel the variance away), a per-channel finalize that adds the
+// (DeviceUtil.cuh's channelPartialsKernel, which ReduceSum and ReduceMean share: sum(x - K) and
+// sum((x - K)^2), shifted by the channel's first element K so that a large mean does not cancel
+// the variance away), a per-channel finalize that adds the
 // parts in a fixed order in double and writes the mean, the biased variance and the affine
 // coefficients, and an apply pass y = ((x - hi[c]) - lo[c]) * alpha[c] + bias[c] (the mean split
 // into two floats, so a large mean costs no precision) rounded exactly as the CPU rounds it.
@@ -75,23 +76,6 @@ Status reluOf(const CudaArgs& a, bool& relu) {
   return Status::ok();
 }
 
-/// Unsigned division of n < 2^31 by a fixed divisor d < 2^31 with a multiply-high (Granlund and
-/// Montgomery's round-up method): t = umulhi(n, m), q = (t + ((n - t) >> 1)) >> (l - 1), with
-/// l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1.
-struct FastDiv {
-  uint32_t d = 1, m = 0, l = 0;
-  FastDiv() = default;
-  explicit FastDiv(uint32_t divisor) : d(divisor) {
-    while ((uint64_t(1) << l) < d) ++l;
-    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const {
-    if (l == 0) return n;
-    uint32_t t = __umulhi(n, m);
-    return (t + ((n - t) >> 1)) >> (l - 1);
-  }
-};
-
 // ---- Passes over [N, C, inner] -------------------------------------------------------------
 
 /// Elementwise pass: f.one(c, i) per element (V = 1), or f.vec<V>(c, i) per aligned vector of
@@ -123,77 +107,13 @@ Status launchChannelMap(CudaArgs& a, const ChannelShape& s, int width, const F& 
   return launchChannelMapAs<1>(a, s, f);
 }
 
-struct BnSplit {
-  int parts = 1;
-  uint32_t chunk = 0; ///< Elements per part (a multiple of the vector width).
-  int width = 1;      ///< Elements per access (vectorWidth).
-  FastDiv inner;
-};
-
-/// About two waves of 256-thread blocks in all (16 per SM), at least 4096 elements a part.
-BnSplit planBnSplit(const CudaArgs& a, const ChannelShape& s, int width) {
-  BnSplit sp;
-  sp.width = width;
-  const int64_t V = width;
-  int64_t count = s.count();
-  int64_t target = int64_t(smCount(a)) * 16;
-  int64_t parts = (target + s.channels - 1) / s.channels;
-  int64_t maxParts = (count + 4095) / 4096;
-  parts = parts < 1 ? 1 : parts > maxParts ? maxParts : parts;
-  if (parts < 1) parts = 1;
-  int64_t chunk = (count + parts - 1) / parts;
-  chunk = (chunk + V - 1) / V * V;
-  sp.parts = int((count + chunk - 1) / chunk);
-  sp.chunk = uint32_t(chunk);
-  sp.inner = FastDiv(uint32_t(s.inner));
-  return sp;
-}
-
-/// Block (p, c) sums chunk p of channel c (its elements in channel order, image by image) into
-/// two doubles: partials[(c * parts + p) * 2 + k]. F::Channel ch = f.channel(c) adds one element
-/// with ch.one(acc, offset) and a vector with ch.vec(acc, offset) into float accumulators.
-template <int V, typename F>
-__global__ void bnPartialsKernel(ChannelShape s, BnSplit sp, F f, double* partials) {
-  __shared__ double scratch[32];
-  int64_t c = blockIdx.y;
-  int p = int(blockIdx.x);
-  auto ch = f.channel(c);
-  double acc[2] = {0.0, 0.0};
-  uint32_t count = uint32_t(s.count());
-  uint32_t begin = uint32_t(p) * sp.chunk;
-  uint32_t end = uint32_t(min(int64_t(count), int64_t(p + 1) * sp.chunk));
-  int64_t planeStride = s.channels * s.inner, base = c * s.inner;
-  uint32_t inner = uint32_t(s.inner), step = V * blockDim.x;
-  for (uint32_t e0 = begin + V * threadIdx.x; e0 < end; e0 += kFlush * step) {
-    float run[2] = {0.f, 0.f};
-#pragma unroll
-    for (int k = 0; k < kFlush; ++k) {
-      uint32_t e = e0 + k * step;
-      if (e >= end) break;
-      uint32_t i = sp.inner.div(e), j = e - i * inner;
-      int64_t off = base + int64_t(i) * planeStride + j;
-      if constexpr (V == 1) ch.one(run, off);
-      else ch.template vec<V>(run, off);
-    }
-    acc[0] += double(run[0]);
-    acc[1] += double(run[1]);
-  }
-  for (int k = 0; k < 2; ++k) {
-    double v = blockSum(acc[k], scratch);
-    if (threadIdx.x == 0) partials[(c * sp.parts + p) * 2 + k] = v;
-  }
-}
-
+/// The NCHW sums pass: channelPartialsKernel (DeviceUtil.cuh) with two sums a channel, each
+/// thread adding runs of kFlush accesses in float into double.
 template <typename T, typename F>
-Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const BnSplit& sp, const F& f,
-                        double* partials) {
+Status launchBnPartials(const CudaArgs& a, const ChannelShape& s, const ChannelSplit& sp,
+                        const F& f, double* partials) {
   if (!fitsIn32(s)) return a.fail("more than 2^31 elements");
-  if (s.channels > 65535) return a.fail("more than 65535 channels");
-  dim3 grid(unsigned(sp.parts), unsigned(s.channels));
-  if (sp.width == kVec<T>) bnPartialsKernel<kVec<T>><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
-  else if (sp.width == 4) bnPartialsKernel<4><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
-  else bnPartialsKernel<1><<<grid, kBlock, 0, a.stream>>>(s, sp, f, partials);
-  return checkLaunch(a, "bnPartialsKernel");
+  return launchChannelPartials<2, float, kFlush, T>(a, s, sp, f, partials);
 }
 
 // ---- Finalize ------------------------------------------------------------------------------
@@ -281,7 +201,7 @@ Status launchApply(CudaArgs& a, const ChannelShape& s, bool nhwc,
 /// finalizeKernel, in NHWC the partials kernel and the kernel that adds the parts and finalizes.
 struct SumsPlan {
   bool nhwc = false;
-  BnSplit nchw;
+  ChannelSplit nchw;
   NhwcSplit nhwcSplit;
   size_t bytes(const ChannelShape& s) const {
     return nhwc ? nhwcSplit.bytes() : size_t(s.channels * nchw.parts * 2) * sizeof(double);
@@ -294,7 +214,7 @@ Status planSums(const CudaArgs& a, const ChannelShape& s, bool nhwc,
   p.nhwc = nhwc;
   if (nhwc)
     return planNhwcSums<T, F>(a, s, vectorWidth<T>(std::gcd(s.channels, xPitch), ps), p.nhwcSplit);
-  p.nchw = planBnSplit(a, s, vectorWidth<T>(s.inner, ps));
+  p.nchw = planChannelSplit(a, s, vectorWidth<T>(s.inner, ps));
   return Status::ok();
 }
 

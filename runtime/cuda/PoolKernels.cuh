@@ -64,21 +64,6 @@ __device__ __forceinline__ void maxCovering(const PoolGeometry& g, int d, int i,
   }
 }
 
-/// Division of non-negative ints below 2^31 by a divisor fixed at launch: a multiply-high and a
-/// shift (Granlund and Montgomery), where the plane kernel would otherwise spend most of its
-/// instructions in integer division.
-struct FastDiv {
-  uint32_t d = 1, mul = 0, shift = 0;
-  FastDiv() = default;
-  explicit FastDiv(uint32_t divisor) : d(divisor) {
-    while ((uint64_t(1) << shift) < d) ++shift;
-    mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
-  }
-  __device__ __forceinline__ int operator()(int n) const {
-    return int((__umulhi(uint32_t(n), mul) + uint32_t(n)) >> shift);
-  }
-};
-
 /// coveringRange with the stride S (1 or 2) known at compile time: no division.
 template <int S>
 __device__ __forceinline__ void coveringRangeS(const PoolGeometry& g, int d, int i, int& lo,

@@ -17,18 +17,24 @@ namespace hgp::cuda {
 
 namespace {
 
+/// The per-channel sum of channelPartialsKernel (DeviceUtil.cuh): each access goes straight into
+/// the double accumulator (Run = double, Flush = 1), four elements as (x0 + x1) + (x2 + x3).
 template <typename T> struct SumOne {
   const T* x;
   struct Channel {
     const T* x;
     __device__ void one(double (&acc)[1], int64_t off) const { acc[0] += toFloat(x[off]); }
-    __device__ void four(double (&acc)[1], int64_t off) const {
-      if constexpr (std::is_same_v<T, float>) {
-        float4 v = *reinterpret_cast<const float4*>(x + off);
-        acc[0] += (double(v.x) + double(v.y)) + (double(v.z) + double(v.w));
-      } else {
-        acc[0] += (double(toFloat(x[off])) + double(toFloat(x[off + 1]))) +
-                  (double(toFloat(x[off + 2])) + double(toFloat(x[off + 3])));
+    template <int N> __device__ void vec(double (&acc)[1], int64_t off) const {
+      static_assert(N % 4 == 0, "the accesses are groups of four elements");
+      for (int q = 0; q < N; q += 4) {
+        if constexpr (std::is_same_v<T, float>) {
+          float4 v = *reinterpret_cast<const float4*>(x + off + q);
+          acc[0] += (double(v.x) + double(v.y)) + (double(v.z) + double(v.w));
+        } else {
+          const T* p = x + off + q;
+          acc[0] += (double(toFloat(p[0])) + double(toFloat(p[1]))) +
+                    (double(toFloat(p[2])) + double(toFloat(p[3])));
+        }
       }
     }
   };
@@ -182,10 +188,12 @@ template <typename T> Status reduce(CudaArgs& a, bool mean) {
     s.outer = count / s.inner;
     if (firstKept < 0) s.inner = count, s.outer = 1;
     if (count >= 2048 && (s.inner >= 32 || outputs == 1) && outputs <= 65535) {
-      ChannelSplit sp = planChannelSplit(a, s, aligned16({xp}));
+      // Four elements an access when the rows allow it (never kVec<T> of 16-bit T).
+      int width = aligned16({xp}) && s.inner % 4 == 0 ? 4 : 1;
+      ChannelSplit sp = planChannelSplit(a, s, width);
       double* partials;
       HGP_TRY(stepScratch(a, size_t(outputs * sp.parts) * sizeof(double), partials));
-      HGP_TRY(launchChannelPartials<1>(a, s, sp, SumOne<T>{xp}, partials));
+      HGP_TRY((launchChannelPartials<1, double, 1, T>(a, s, sp, SumOne<T>{xp}, partials)));
       channelFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(outputs, sp.parts,
                                                                             partials, divisor, yp);
       return checkLaunch(a, "channelFinalizeKernel");
