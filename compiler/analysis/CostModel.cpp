@@ -82,7 +82,7 @@ ProgramCost programCost(const Target& t, const Plan& plan, const PlanProgram& pr
     const PlanStep& s = program.steps[i];
     pc.steps.push_back(stepCost(t, plan, s, precision, cal));
     // Consecutive optimizer updates are one multi-tensor launch on the GPU: one launch cost.
-    bool optimizer = s.op == OpKind::SgdUpdate || s.op == OpKind::AdamUpdate;
+    bool optimizer = opHas(s.op, OpFlag::Optimizer);
     if (optimizer && i > 0 && program.steps[i - 1].op == s.op) {
       StepCost& c = pc.steps.back();
       c.seconds = std::max(0.0, c.seconds - t.launchSeconds - cal.kernelSeconds);

@@ -23,7 +23,7 @@ struct Bits {
 /// Whether `b` continues the multi-tensor optimizer launch of `a` (the CUDA backend groups
 /// consecutive updates with the same op, attributes and scalar operands on one stream).
 bool sameUpdateLaunch(const PlanStep& a, const PlanStep& b) {
-  bool update = a.op == OpKind::SgdUpdate || a.op == OpKind::AdamUpdate;
+  bool update = opHas(a.op, OpFlag::Optimizer);
   return update && a.op == b.op && a.attrs == b.attrs && a.inputs.size() == b.inputs.size() &&
          a.inputs.size() >= 5 && a.inputs[2] == b.inputs[2] && a.inputs[3] == b.inputs[3] &&
          a.inputs[4] == b.inputs[4];
