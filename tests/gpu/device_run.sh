@@ -267,11 +267,12 @@ PY
     # its forward dumped on CUDA by hgp_forward_dump --device cuda, against PyTorch float64 and
     # float32 on the CPU), step by step, then judge the CUDA run with them forced. The stage
     # passes when every tensor is within its allowance with the kinks it lists forced.
-    # KINKS_MODELS picks other models of tests/parity/parity.py. Not in the default list.
+    # KINKS_MODELS picks other models of tests/parity/parity.py, KINKS_ARGS adds parity.py flags
+    # to the search (e.g. --dump-device cpu). Not in the default list.
     bindir=$(dirname "$(dirname "$(command -v hgpc)")")
     for m in ${KINKS_MODELS:-resnet18}; do
       python3 -W ignore tests/parity/parity.py --model $m --optimizer sgd --device cuda \
-        --build "$bindir" --find-kinks --save-kinks "$work/kinks-$m.json" >> "$OUT/kinks.log" 2>&1
+        --build "$bindir" --find-kinks --save-kinks "$work/kinks-$m.json" ${KINKS_ARGS:-} >> "$OUT/kinks.log" 2>&1
       rc=$?; check $rc "kinks $m (finding)"
       python3 -W ignore tests/parity/parity.py --model $m --optimizer sgd --device cuda \
         --build "$bindir" --kinks "$work/kinks-$m.json" --verbose >> "$OUT/kinks.log" 2>&1

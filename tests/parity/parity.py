@@ -290,6 +290,10 @@ def main():
     ap.add_argument("--data-seed", type=int, help="np.random.seed(N) data (default: default_rng(0))")
     ap.add_argument("--build", default="build")
     ap.add_argument("--keep", help="keep the work files in this folder")
+    ap.add_argument("--dump-device", choices=["cpu", "cuda"],
+                    help="with --find-kinks: where hgpc's forward is dumped (default: --device); "
+                         "cpu with --device cuda tells a CUDA forward that is off from CUDA "
+                         "weights that are")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="where hgpc trains (and its forward is dumped for --find-kinks); "
                     "PyTorch's runs stay on the CPU")
@@ -363,7 +367,7 @@ def main():
             before = dict(hgpc=mine, float32=f32_states[s - 1], float64=f64_states[s - 1],
                           free64=free_states[s - 1])
         found = kinklib.find_kinks(onnx_path, model, before, x[s * batch:(s + 1) * batch], s,
-                                   dump, work, named, rejected, args.device)
+                                   dump, work, named, rejected, args.dump_device or args.device)
         if s == 0 and "adam" in args.optimizer:
             # Adam's first step: the gradient's signs, with the forward's kinks forced.
             g_h = hgpc_gradients(hgpc, onnx_path, init, batch, work, args.device)
