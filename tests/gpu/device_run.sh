@@ -251,6 +251,16 @@ PY
     rc=$?; check $rc "step-diff"
     grep -A12 '^jumps' "$OUT/step_diff.log" | cut -c1-200 | tee -a "$summary"
     ;;
+  probe-w1)
+    # Issue 20's ResNet-18: the forward at step 2 from the weights a CUDA run saves after one
+    # step, against the CPU backend's weights and PyTorch float64's (tests/gpu/probe_w1.py;
+    # a diagnostic without a bound). ZOO_MODELS picks the model.
+    bindir=$(dirname "$(dirname "$(command -v hgpc)")")
+    python3 -W ignore tests/gpu/probe_w1.py --build "$bindir" --model "${ZOO_MODELS:-resnet18}" \
+      > "$OUT/probe_w1.log" 2>&1
+    rc=$?; check $rc "probe-w1"
+    head -40 "$OUT/probe_w1.log" | cut -c1-160 | tee -a "$summary"
+    ;;
   zoo-bisect)
     # A failing zoo case, judged under several compile flag sets side by side, each run twice
     # (tests/gpu/zoo_steps.py --variants; not in the default list). ZOO_MODELS and ZOO_VARIANTS.
