@@ -13,35 +13,17 @@ Status reduce(KernelArgs& a, bool mean) {
   HGP_TRY(checkF32(a, a.in[0], "X"));
   HGP_TRY(checkF32(a, a.out[0], "Y"));
   const Shape& x = *a.in[0].shape;
-  const AttrValue* axesAttr = a.attrs().find("axes");
-  if (!axesAttr || !std::holds_alternative<std::vector<int64_t>>(*axesAttr))
-    return a.fail("attribute 'axes' is missing or not an integer list");
-  const auto& axes = std::get<std::vector<int64_t>>(*axesAttr);
-  bool keep = a.attrs().getInt("keepdims", 1) != 0;
-  Shape kept = x, y; // kept: X's shape with the reduced dims set to 1
-  std::vector<bool> reduced(x.size(), false);
-  int64_t prev = -1;
-  for (int64_t ax : axes) {
-    if (ax <= prev || ax >= int64_t(x.size()))
-      return a.fail("axes must be sorted, unique and in range");
-    kept[size_t(ax)] = 1;
-    reduced[size_t(ax)] = true;
-    prev = ax;
-  }
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!reduced[i])
-      y.push_back(x[i]);
-    else if (keep)
-      y.push_back(1);
-  }
-  HGP_TRY(checkShape(a, a.out[0], y, "Y"));
+  Expected<ReduceAxes> ax = readReduceAxes(a.attrs(), x);
+  if (!ax) return inStep(a, ax.status());
+  const std::vector<bool>& reduced = ax->reduced;
+  HGP_TRY(checkShape(a, a.out[0], ax->result, "Y"));
   const float* xp = a.in[0].f32();
   float* yp = a.out[0].f32();
-  if (axes.empty()) {
+  if (ax->none) {
     copyBytes(a.out[0], a.in[0]);
     return Status::ok();
   }
-  int64_t nOut = numElements(kept), count = a.in[0].numel() / nOut;
+  int64_t nOut = numElements(ax->result), count = a.in[0].numel() / nOut;
   // Split X's dims into kept and reduced ones (with X's strides), each list coalesced.
   std::vector<int64_t> xs = stridesOf(x);
   Shape keptShape, redShape;

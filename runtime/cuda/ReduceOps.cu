@@ -132,28 +132,11 @@ template <typename T> Status reduce(CudaArgs& a, bool mean) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   const Shape& x = *a.in[0].shape;
-  const AttrValue* axesAttr = a.attrs().find("axes");
-  if (!axesAttr || !std::holds_alternative<std::vector<int64_t>>(*axesAttr))
-    return a.fail("attribute 'axes' is missing or not an integer list");
-  const auto& axes = std::get<std::vector<int64_t>>(*axesAttr);
-  bool keep = a.attrs().getInt("keepdims", 1) != 0;
-  std::vector<bool> reduced(x.size(), false);
-  int64_t prev = -1;
-  for (int64_t ax : axes) {
-    if (ax <= prev || ax >= int64_t(x.size()))
-      return a.fail("axes must be sorted, unique and in range");
-    reduced[size_t(ax)] = true;
-    prev = ax;
-  }
-  Shape y;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!reduced[i])
-      y.push_back(x[i]);
-    else if (keep)
-      y.push_back(1);
-  }
-  HGP_TRY(checkShape(a, a.out[0], y, "Y"));
-  if (axes.empty()) return copyTensor(a, a.out[0], a.in[0]);
+  Expected<ReduceAxes> ax = readReduceAxes(a.attrs(), x);
+  if (!ax) return inStep(a, ax.status());
+  const std::vector<bool>& reduced = ax->reduced;
+  HGP_TRY(checkShape(a, a.out[0], ax->result, "Y"));
+  if (ax->none) return copyTensor(a, a.out[0], a.in[0]);
 
   int64_t outputs = a.out[0].numel(), count = a.in[0].numel() / outputs;
   double divisor = mean ? double(count) : 1.0;

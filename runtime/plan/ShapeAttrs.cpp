@@ -172,4 +172,28 @@ Expected<PadSpec> readPad(const AttrMap& attrs, const Shape& x, const Shape& y) 
   return p;
 }
 
+Expected<ReduceAxes> readReduceAxes(const AttrMap& attrs, const Shape& x) {
+  const AttrValue* v = attrs.find("axes");
+  if (!v || !std::holds_alternative<std::vector<int64_t>>(*v))
+    return bad("attribute 'axes' is missing or not an integer list");
+  const auto& axes = std::get<std::vector<int64_t>>(*v);
+  bool keep = attrs.getInt("keepdims", 1) != 0;
+  ReduceAxes r;
+  r.reduced.assign(x.size(), false);
+  r.none = axes.empty();
+  int64_t prev = -1;
+  for (int64_t ax : axes) {
+    if (ax <= prev || ax >= int64_t(x.size())) return bad("axes must be sorted, unique and in range");
+    r.reduced[size_t(ax)] = true;
+    prev = ax;
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!r.reduced[i])
+      r.result.push_back(x[i]);
+    else if (keep)
+      r.result.push_back(1);
+  }
+  return r;
+}
+
 } // namespace hgp

@@ -1,10 +1,11 @@
 // ShapeAttrs.h - the attributes of the data-movement ops (Concat, Split, Slice, Transpose,
-// Reshape, Expand, Pad and the gradients of Slice and Pad), read and checked against their
-// shapes, and the row-major stride arithmetic their executors share, for both backends.
+// Reshape, Expand, Pad and the gradients of Slice and Pad) and the reductions' axes (ReduceSum,
+// ReduceMean), read and checked against their shapes, and the row-major stride arithmetic their
+// executors share, for both backends.
 //
 // Part of the ops' semantics (runtime/plan/OpList.def), like PoolWindow.h for the pooling
-// windows: the CPU executors (runtime/cpu/ShapeOps.cpp) and the CUDA executors
-// (runtime/cuda/ShapeOps.cu) read the same attributes the same way and reach the same source
+// windows: the CPU executors (runtime/cpu/ShapeOps.cpp, ReduceOps.cpp) and the CUDA executors
+// (runtime/cuda/ShapeOps.cu, ReduceOps.cu) read the same attributes the same way and reach the same source
 // view, and only the copy itself differs. Strides are in elements and may be zero (a broadcast)
 // or negative (a reversed Slice). Errors are Internal, since the compiler's shape rules already
 // guarantee every check here; the message says what does not fit, and the executor names its
@@ -75,5 +76,16 @@ struct PadSpec {
 /// Reads pads (all begins, then all ends), mode ("constant", "reflect" or "edge") and value.
 /// PadBwd reads the same attributes with x = its x_shape and y = its dY's shape.
 Expected<PadSpec> readPad(const AttrMap& attrs, const Shape& x, const Shape& y);
+
+/// ReduceSum's and ReduceMean's axes and keepdims, read against X's shape.
+struct ReduceAxes {
+  std::vector<bool> reduced; ///< Per dim of X: whether it is summed over.
+  Shape result;              ///< Y's shape: X's without the reduced dims, or with 1 for each
+                             ///< of them under keepdims=1 (the default).
+  bool none = false;         ///< `axes` is empty: Y is X unchanged.
+};
+
+/// Reads axes (sorted, unique, each in [0, rank)) and keepdims.
+Expected<ReduceAxes> readReduceAxes(const AttrMap& attrs, const Shape& x);
 
 } // namespace hgp

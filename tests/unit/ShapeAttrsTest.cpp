@@ -103,5 +103,28 @@ TEST(ShapeAttrs, StackingAndPad) {
   EXPECT_EQ(c->value, 1.5f);
 }
 
+TEST(ShapeAttrs, ReduceAxes) {
+  AttrMap attrs;
+  attrs.setInts("axes", {0, 2});
+  Expected<ReduceAxes> r = readReduceAxes(attrs, {2, 3, 4});
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->reduced, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(r->result, (Shape{1, 3, 1}));
+  EXPECT_FALSE(r->none);
+  attrs.setInt("keepdims", 0);
+  r = readReduceAxes(attrs, {2, 3, 4});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result, (Shape{3}));
+  attrs.setInts("axes", {});
+  r = readReduceAxes(attrs, {2, 3, 4});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->none);
+  EXPECT_EQ(r->result, (Shape{2, 3, 4}));
+  attrs.setInts("axes", {2, 0});
+  EXPECT_FALSE(readReduceAxes(attrs, {2, 3, 4}));
+  attrs.setInts("axes", {3});
+  EXPECT_FALSE(readReduceAxes(attrs, {2, 3, 4}));
+}
+
 } // namespace
 } // namespace hgp
