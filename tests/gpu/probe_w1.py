@@ -54,11 +54,38 @@ def main():
     make_opt, flags = parity.OPTIMIZERS["sgd"]
     exe = os.path.join(work, "t")
     parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, exe, batch, flags)
-    w = {"cuda": parity.run_hgpc(exe, work, s, args.device, tag="_a")[1],
-         "cpu": parity.run_hgpc(exe, work, s, "cpu")[1]}
     l64, s64 = parity.train_torch(copy.deepcopy(model).double(), torch.float64, make_opt, x, y,
                                   batch, s)
     w64 = s64[s - 1]
+
+    def worst_update(state):
+        errs = [(np.linalg.norm((state[n] - init[n]) - (w64[n] - init[n])) /
+                 max(np.linalg.norm(w64[n] - init[n]), 1e-30), n) for n in init if n in state]
+        return max(errs)
+    # Which conditions make the CUDA run's first step wrong: a dataset of exactly the steps'
+    # batches or a longer one, a cold tuning cache (every convolution timed in this run) or a
+    # warm one, graphs or --eager.
+    x3 = np.concatenate([x[:batch * s]] * 3)
+    y3 = np.concatenate([y[:batch * s]] * 3)
+    for label, data, cache, extra in (("exact data, cold cache", (x[:batch * s], y[:batch * s]), "a", []),
+                                      ("exact data, warm cache", None, "a", []),
+                                      ("3x data, cold cache", (x3, y3), "b", []),
+                                      ("3x data, warm cache", None, "b", []),
+                                      ("exact data, cold cache, --eager", (x[:batch * s], y[:batch * s]), "c", ["--eager"]),
+                                      ("exact data, cold cache, --deterministic", None, "d", ["--deterministic"])):
+        if data is not None:
+            np.save(os.path.join(work, "x.npy"), data[0])
+            np.save(os.path.join(work, "y.npy"), data[1])
+        losses, st = parity.run_hgpc(exe, work, s, args.device, tag="_" + cache, extra=extra,
+                                     env={"HGPC_TUNING_CACHE": os.path.join(work, "tune_" + cache)})
+        err, name = worst_update(st)
+        print("%-42s loss %.8f (float64 %.8f), worst update off float64 %.3e (%s)"
+              % (label, losses[0], l64[0], err, name), flush=True)
+    np.save(os.path.join(work, "x.npy"), x[:batch * s])
+    np.save(os.path.join(work, "y.npy"), y[:batch * s])
+    w = {"cuda": parity.run_hgpc(exe, work, s, args.device, tag="_a",
+                                 env={"HGPC_TUNING_CACHE": os.path.join(work, "tune_e")})[1],
+         "cpu": parity.run_hgpc(exe, work, s, "cpu")[1]}
     print("initializers saved: cuda %d, cpu %d, torch state %d; only in torch: %s; only in hgpc: %s"
           % (len(w["cuda"]), len(w["cpu"]), len(init), sorted(set(init) - set(w["cuda"]))[:6],
              sorted(set(w["cuda"]) - set(init))[:6]))
