@@ -83,6 +83,28 @@ def main():
               % (label, losses[0], l64[0], err, name), flush=True)
     np.save(os.path.join(work, "x.npy"), x[:batch * s])
     np.save(os.path.join(work, "y.npy"), y[:batch * s])
+    # Every tensor of the step on CUDA against the CPU backend (tests/parity/step_diff.py).
+    sd = os.path.join(work, "sd")
+    parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, sd, batch,
+                        flags + ["--no-buffer-reuse"])
+    dumps = []
+    for dev in (args.device, "cpu"):
+        d = os.path.join(work, "dump_%d" % len(dumps))
+        os.makedirs(d)
+        parity.run_hgpc(sd, work, s, dev, tag="_sd%d" % len(dumps), extra=["--dump-tensors", d])
+        dumps.append(d)
+    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "parity",
+                                                     "step_diff.py"), *dumps, "--all"],
+                       capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    print("the step's first 40 results more than 1e-6 apart (CUDA against the CPU backend):")
+    shown = 0
+    for l in lines[2:]:
+        f = l.split()
+        if len(f) >= 7 and f[0].isdigit() and float(f[-3]) > 1e-6 and shown < 40:
+            print(l)
+            shown += 1
+    print("\n".join(lines[-30:]))
     w = {"cuda": parity.run_hgpc(exe, work, s, args.device, tag="_a",
                                  env={"HGPC_TUNING_CACHE": os.path.join(work, "tune_e")})[1],
          "cpu": parity.run_hgpc(exe, work, s, "cpu")[1]}
