@@ -236,6 +236,11 @@ def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None):
 
 
 def compile_hgpc(hgpc, onnx_path, exe, batch, flags):
+    """Compiles for float32 parity: --precision fp32 unless `flags` name one. hgpc's default is
+    tf32, which on CUDA rounds convolution and GEMM inputs to 10 bits (3e-4 of a ResNet-18 loss
+    on the H200): a CUDA parity run without the flag judged TF32 against float64."""
+    if "--precision" not in flags:
+        flags = ["--precision", "fp32", *flags]
     p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch), *flags],
                        capture_output=True, text=True)
     if p.returncode != 0:
