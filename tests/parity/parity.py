@@ -141,6 +141,10 @@ KINKS = {
     # -1.76e-6 in float64, +9.0e-7 in hgpc) and at step 3 two ReLUs and one stem max-pooling
     # window. Forced, every tensor is within 0.24 of its allowance.
     "wide_resnet_reduced sgd b4 seed- steps3": "kinkdata/wide_resnet_reduced_sgd.json",
+    # RegNet-X-400MF, SGD: two ReLUs at the first step, at block4's 2x2 maps (block4-8's output
+    # for sample 2, channel 182: +2.06e-5 in float64, -6.62e-5 in hgpc, error 5.9e-4; block4-9's
+    # first ReLU, sample 2, channel 65). Its later steps are chaotic (EXPECTED_FAILURES).
+    "regnet_x_400mf sgd b4 seed- steps3": "kinkdata/regnet_x_400mf_sgd.json",
     "squeezenet1_1 sgd b4 seed- steps3": [
         Kink("relu", "/features/features.11/expand3x3_activation/Relu", (0, 92, 2, 2), 2,
              5.878e-07, -8.941e-07, -1.262e-06, 3.5e-06)],
@@ -164,7 +168,19 @@ KINKS = {
 # meets every bound it fails, so that it leaves this list. Empty since issue 20's kinks: the
 # last five (GoogLeNet SGD and AdamW, Inception-v3 SGD, SqueezeNet SGD, EfficientNet-B0 AdamW)
 # pass with their kinks named in KINKS.
-EXPECTED_FAILURES = {}
+EXPECTED_FAILURES = {
+    # RegNet-X-400MF at 64x64, batch 4, SGD (issue 20's sweep, 3.58x before its kinks were
+    # named): the first step passes with its two ReLU kinks (block4-8 and block4-9 at 2x2 maps)
+    # forced, within 0.25 of the allowance. From the second step on the case is chaotic: PyTorch
+    # float32's own ReLU inputs are 1.1 from float64's (values up to 4.1, block3-5) and the loss
+    # climbs 2.72 -> 7.8 -> 12.8 in float64. There, loss 2 is 7.534 in hgpc against 7.816 in
+    # float64 with the kinks forced, while PyTorch float32 is 7.849 against its float64's 7.876:
+    # 2.7x the allowance (hgpc's forward at step 2 is 0.62 from its reference, PyTorch's 1.1 from
+    # its own). Not a discrete decision that can be named, and not shown to be a bug: at 128x128
+    # the same model, equally chaotic from step 2, is within 0.36 of every allowance.
+    "regnet_x_400mf sgd b4 seed- steps3": "chaotic from step 2 (PyTorch float32's forward 1.1 "
+                                          "from float64's); loss 2 at 2.7x",
+}
 
 
 def logits_of(out):
