@@ -9,8 +9,12 @@
 //
 // What may join a group (docs/fusion.md):
 //  - an op marked Fusible in OpList.def whose operands and result all have the same shape, of rank
-//    at least 1 and float dtype (no broadcasting), and whose result is not carried (the state
-//    updates stay visible as ops of their own); Dropout and DropoutBwd when their second operand
+//    at least 1 and float dtype, and whose result is not carried (the state updates stay visible
+//    as ops of their own); an op marked FusedBroadcast (Add, Sub, Mul, Div, Sum) may also read an
+//    operand in a broadcast shape (fusedOperandMap: squeeze-excitation's [N,C,1,1] gate against
+//    [N,C,H,W], or [N,1,1,C] channels-last), which becomes an input of the fused node: a group is
+//    over its members' one result shape, and a gate computed by small ops stays outside it;
+//    Dropout and DropoutBwd when their second operand
 //    is the i64 scalar iteration counter (it becomes an input of the fused node: the mask is
 //    recomputed from it and the element's flat index, bit for bit the unfused op's) and their
 //    ratio is one the executors accept (a Dropout without a counter is a copy and stays out);
@@ -104,9 +108,31 @@ private:
       const Value* x = n->input(0);
       return x->shape() == y->shape() && x->dtype() == y->dtype();
     }
-    for (const Value* v : n->inputs())
-      if (v->shape() != y->shape() || !isFloat(v->dtype())) return false;
+    bool broadcasts = opHas(n->op(), OpFlag::FusedBroadcast);
+    for (const Value* v : n->inputs()) {
+      if (!isFloat(v->dtype())) return false;
+      if (v->shape() == y->shape()) continue;
+      if (!broadcasts || !fusedOperandMap(v->shape(), y->shape())) return false;
+    }
+    if (n->op() == OpKind::Scale && !n->attrs().has("alpha")) return false; // executors refuse it
     return true;
+  }
+
+  /// The float attributes of a member, with the executors' defaults (runtime/*/ActivationOps).
+  static void readAttrs(const Node& m, FusedInstr& ins) {
+    const AttrMap& a = m.attrs();
+    bool hard = ins.op == OpKind::HardSigmoid || ins.op == OpKind::HardSigmoidBwd;
+    if (opHas(ins.op, OpFlag::FusedAlpha)) ins.alpha = float(a.getFloat("alpha", hard ? 0.2 : 0.01));
+    if (opHas(ins.op, OpFlag::FusedBeta)) ins.beta = float(a.getFloat("beta", 0.5));
+    if (opHas(ins.op, OpFlag::FusedBounds)) {
+      if ((ins.hasLo = a.has("min"))) ins.lo = float(a.getFloat("min"));
+      if ((ins.hasHi = a.has("max"))) ins.hi = float(a.getFloat("max"));
+    }
+    if (isFusedDropout(ins.op)) { // the executors' defaults (runtime/*/RandomOps)
+      ins.ratio = a.getFloat("ratio", 0.5);
+      ins.seed = a.getInt("seed", 0);
+      ins.key = a.getInt("key", 0);
+    }
   }
 
   /// Whether `n` may join group `gi`: no path from the group to `n` through an outside node, and
@@ -114,6 +140,7 @@ private:
   bool canJoin(int gi, Node* n) {
     const std::vector<Node*>& members = groups_[size_t(gi)];
     if (int(members.size()) >= kMaxMembers) return false;
+    if (members.front()->output(0)->shape() != n->output(0)->shape()) return false;
     int first = pos_[members.front()];
     std::set<Node*> seen;
     std::vector<Node*> stack;
@@ -205,19 +232,7 @@ private:
       ins.op = m->op();
       ins.dtype = m->output(0)->dtype();
       for (Value* v : m->inputs()) ins.args.push_back(number.at(v));
-      const AttrMap& a = m->attrs();
-      if (ins.op == OpKind::LeakyRelu || ins.op == OpKind::LeakyReluBwd)
-        ins.alpha = float(a.getFloat("alpha", 0.01));
-      if (ins.op == OpKind::Scale) ins.alpha = float(a.getFloat("alpha"));
-      if (ins.op == OpKind::Clip || ins.op == OpKind::ClipBwd) {
-        if ((ins.hasLo = a.has("min"))) ins.lo = float(a.getFloat("min"));
-        if ((ins.hasHi = a.has("max"))) ins.hi = float(a.getFloat("max"));
-      }
-      if (isFusedDropout(ins.op)) { // the executors' defaults (runtime/*/RandomOps)
-        ins.ratio = a.getFloat("ratio", 0.5);
-        ins.seed = a.getInt("seed", 0);
-        ins.key = a.getInt("key", 0);
-      }
+      readAttrs(*m, ins);
       number[m->output(0)] = p.numValues();
       p.instrs.push_back(ins);
       if (usedOutside(m->output(0), inside)) {

@@ -26,6 +26,17 @@ __device__ __forceinline__ float b2f(u16 h) { return __uint_as_float(u32(h) << 1
 __device__ __forceinline__ float rh(float x) { return h2f(f2h(x)); }
 __device__ __forceinline__ float relu(float x) { return x > 0.f ? x : (x != x ? x : 0.f); }
 __device__ __forceinline__ float clip(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+// The activations as runtime/cuda/ActivationOps.cu computes them (and ActivationOps.cpp on the CPU).
+__device__ __forceinline__ float sigm(float x) { return __fdiv_rn(1.f, __fadd_rn(1.f, expf(-x))); }
+__device__ __forceinline__ float hsig(float x, float a, float b) { return clip(__fadd_rn(__fmul_rn(a, x), b), 0.f, 1.f); }
+__device__ __forceinline__ float hswish(float x) { return __fdiv_rn(__fmul_rn(x, clip(__fadd_rn(x, 3.f), 0.f, 6.f)), 6.f); }
+__device__ __forceinline__ float hsigbwd(float dy, float x, float a, float b) {
+  const float v = __fadd_rn(__fmul_rn(a, x), b);
+  return (v > 0.f && v < 1.f) ? __fmul_rn(a, dy) : 0.f;
+}
+__device__ __forceinline__ float hswishbwd(float dy, float x) {
+  return x < -3.f ? 0.f : (x <= 3.f ? __fmul_rn(dy, __fadd_rn(__fdiv_rn(x, 3.f), 0.5f)) : dy);
+}
 // W 32-bit words of chunk g: 8 (two 16-byte accesses), 4 (one) or 2 (one 8-byte access).
 template <int W> __device__ __forceinline__ void ldv(const void* p, long long g, u32* w) {
   if (W == 2) { uint2 a = reinterpret_cast<const uint2*>(p)[g]; w[0] = a.x; w[1] = a.y; return; }
@@ -116,6 +127,22 @@ std::string expr(const FusedInstr& ins, int d) {
     return "(" + v(a[1]) + " > " + lit(ins.hasLo ? ins.lo : -__builtin_inff()) + " && " + v(a[1]) +
            " < " + lit(ins.hasHi ? ins.hi : __builtin_inff()) + ") ? " + v(a[0]) + " : 0.f";
   case OpKind::Cast: return v(a[0]);
+  case OpKind::Sigmoid: return "sigm(" + v(a[0]) + ")";
+  case OpKind::Tanh: return "tanhf(" + v(a[0]) + ")";
+  case OpKind::HardSigmoid: return "hsig(" + v(a[0]) + ", " + lit(ins.alpha) + ", " + lit(ins.beta) + ")";
+  case OpKind::HardSwish: return "hswish(" + v(a[0]) + ")";
+  case OpKind::Erf: return "erff(" + v(a[0]) + ")";
+  case OpKind::Exp: return "expf(" + v(a[0]) + ")";
+  case OpKind::Log: return "logf(" + v(a[0]) + ")";
+  case OpKind::Sqrt: return "__fsqrt_rn(" + v(a[0]) + ")";
+  case OpKind::Reciprocal: return "__frcp_rn(" + v(a[0]) + ")";
+  case OpKind::SigmoidBwd:
+    return "__fmul_rn(__fmul_rn(" + v(a[0]) + ", " + v(a[1]) + "), __fsub_rn(1.f, " + v(a[1]) + "))";
+  case OpKind::TanhBwd:
+    return "__fmul_rn(" + v(a[0]) + ", __fsub_rn(1.f, __fmul_rn(" + v(a[1]) + ", " + v(a[1]) + ")))";
+  case OpKind::HardSigmoidBwd:
+    return "hsigbwd(" + v(a[0]) + ", " + v(a[1]) + ", " + lit(ins.alpha) + ", " + lit(ins.beta) + ")";
+  case OpKind::HardSwishBwd: return "hswishbwd(" + v(a[0]) + ", " + v(a[1]) + ")";
   case OpKind::Dropout: case OpKind::DropoutBwd: {
     if (ins.ratio == 0) return v(a[0]); // the unfused op copies its input
     FusedDropout c = fusedDropout(ins);
@@ -128,8 +155,8 @@ std::string expr(const FusedInstr& ins, int d) {
 
 const char* scalarType(DType t) { return t == DType::F32 ? "float" : "u16"; }
 
-std::string loadScalar(DType t, const std::string& p) {
-  std::string idx = "reinterpret_cast<const " + std::string(scalarType(t)) + "*>(" + p + ")[i]";
+std::string loadScalar(DType t, const std::string& p, const std::string& at = "i") {
+  std::string idx = "reinterpret_cast<const " + std::string(scalarType(t)) + "*>(" + p + ")[" + at + "]";
   if (t == DType::BF16) return "b2f(" + idx + ")";
   if (t == DType::F16) return "h2f(" + idx + ")";
   return idx;
@@ -143,14 +170,21 @@ std::string encode(DType t, const std::string& x) {
 
 } // namespace
 
-Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector<DType>& in, int arch) {
+Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector<DType>& in, int arch,
+                                        std::vector<FusedOperandMap> maps) {
   HGP_ASSIGN_OR_RETURN(std::vector<DType> types, checkFusedTypes(p, in));
-  std::vector<DType> io = in;
+  if (maps.empty()) maps.resize(in.size());
+  HGP_TRY(checkFusedBroadcasts(p, maps));
+  std::vector<DType> io = in, wide; // wide: the tensors read or written elementwise
   for (int r : p.results) io.push_back(types[size_t(r)]);
-  const int V = fusedVectorWidth(io);
+  for (size_t k = 0; k < io.size(); ++k)
+    if (k >= in.size() || !maps[k].broadcast()) wide.push_back(io[k]);
+  const int V = fusedVectorWidth(wide);
   auto words = [&](DType t) { return V * (t == DType::F32 ? 4 : 2) / 4; };
   auto isCounter = [&](int k) { return in[size_t(k)] == DType::I64; };
+  auto isBroadcast = [&](int k) { return maps[size_t(k)].broadcast(); };
   auto str = [](auto x) { return std::to_string(x); };
+  auto ull = [&](int64_t x) { return str(x) + "ull"; };
   // The dropouts that draw (ratio > 0), in program order, and the counters they read.
   std::vector<int> drops, dropOf(p.instrs.size(), -1);
   std::vector<bool> counterUsed(in.size(), false);
@@ -199,8 +233,18 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
            str(k) + ");\n";
   s += "  const long long nv = vec ? n / " + str(V) + " : 0;\n";
   s += "  for (long long g = t; g < nv; g += stride) {\n";
+  // A broadcast input's element for e = 0: bq * k + bc, with br = (gV) % bk and bc = br % k; both
+  // advance by one per element and wrap (bk is a multiple of k), bq with br.
   for (int k = 0; k < ni; ++k) {
-    if (isCounter(k)) continue;
+    if (isCounter(k) || !isBroadcast(k)) continue;
+    const FusedOperandMap& m = maps[size_t(k)];
+    std::string i0 = "(unsigned long long)g * " + str(V) + "ull";
+    s += "    unsigned long long bq" + str(k) + " = " + i0 + " / " + ull(m.bk) + ", br" + str(k) + " = " +
+         i0 + " % " + ull(m.bk) + ";\n";
+    if (m.k != 1) s += "    unsigned long long bc" + str(k) + " = br" + str(k) + " % " + ull(m.k) + ";\n";
+  }
+  for (int k = 0; k < ni; ++k) {
+    if (isCounter(k) || isBroadcast(k)) continue;
     int w = words(in[size_t(k)]);
     s += "    u32 a" + str(k) + "[" + str(w) + "];\n";
     s += "    ldv<" + str(w) + ">(i" + str(k) + ", g, a" + str(k) + ");\n";
@@ -222,6 +266,15 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
   for (int k = 0; k < ni; ++k) {
     DType t = in[size_t(k)];
     if (isCounter(k)) continue;
+    if (isBroadcast(k)) {
+      const FusedOperandMap& m = maps[size_t(k)];
+      std::string K = str(k);
+      s += "      x[" + K + "] = " +
+           loadScalar(t, "i" + K, m.k == 1 ? "bq" + K : "bq" + K + " * " + ull(m.k) + " + bc" + K) + ";\n";
+      if (m.k != 1) s += "      if (++bc" + K + " == " + ull(m.k) + ") bc" + K + " = 0;\n";
+      s += "      if (++br" + K + " == " + ull(m.bk) + ") { br" + K + " = 0; ++bq" + K + "; }\n";
+      continue;
+    }
     std::string a = "a" + str(k);
     s += "      x[" + str(k) + "] = " +
          (t == DType::F32 ? "__uint_as_float(" + a + "[e])"
@@ -242,8 +295,15 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
   s += "  }\n";
   s += "  for (long long i = nv * " + str(V) + " + t; i < n; i += stride) {\n";
   s += "    " + locals + "\n";
-  for (int k = 0; k < ni; ++k)
-    if (!isCounter(k)) s += "    x[" + str(k) + "] = " + loadScalar(in[size_t(k)], "i" + str(k)) + ";\n";
+  for (int k = 0; k < ni; ++k) {
+    if (isCounter(k)) continue;
+    const FusedOperandMap& m = maps[size_t(k)];
+    std::string at = !m.broadcast() ? "i"
+                     : m.k == 1     ? "(unsigned long long)i / " + ull(m.bk)
+                                    : "(unsigned long long)i / " + ull(m.bk) + " * " + ull(m.k) +
+                                      " + (unsigned long long)i % " + ull(m.k);
+    s += "    x[" + str(k) + "] = " + loadScalar(in[size_t(k)], "i" + str(k), at) + ";\n";
+  }
   for (int d = 0; d < D; ++d) // element i is output i & 3 of quad i >> 2's call
     s += "    m[" + str(d) + "] = pick(" +
          drawArgs(p.instrs[size_t(drops[size_t(d)])], "(unsigned long long)i >> 2") + ", int(i & 3));\n";

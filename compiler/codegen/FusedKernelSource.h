@@ -17,6 +17,12 @@
 // value), the vector path makes one Philox call per dropout for each aligned quad of its V
 // elements (element i is output i & 3 of the call for quad i >> 2), and the scalar path makes the
 // call for its element's quad and picks the same output, so both paths draw the unfused op's bits.
+//
+// The activations use the unfused CUDA executors' functions (expf, tanhf, erff, logf; IEEE
+// __fdiv_rn, __frcp_rn, __fsqrt_rn), and GenerateKernels compiles with --fmad=false as
+// runtime/cuda/ActivationOps.cu is compiled, so fused and unfused CUDA compute the same bits when
+// NVRTC and nvcc come from one CUDA release; against the CPU (glibc's functions) they agree within
+// the functions' documented ulp bounds (docs/fusion.md).
 #pragma once
 
 #include "runtime/plan/FusedProgram.h"
@@ -30,7 +36,12 @@ namespace hgp {
 constexpr const char* kFusedEntry = "hgp_fused";
 
 /// The source of the kernel for `p` with input dtypes `in` (checked with checkFusedTypes), for
-/// SM architecture `arch` (e.g. 90).
-Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector<DType>& in, int arch);
+/// SM architecture `arch` (e.g. 90), and how each input is read (`maps`, one per input; empty:
+/// every input has the result shape). A broadcast input's bk and k are compiled in as constants,
+/// so the kernel is one of that step's shapes (and of its batch slices: the batch dim is never
+/// broadcast, so bk and k do not depend on it); it takes no part in the vector width, is read
+/// element by element, and its index advances with the element in the vector path.
+Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector<DType>& in, int arch,
+                                        std::vector<FusedOperandMap> maps = {});
 
 } // namespace hgp

@@ -27,8 +27,16 @@ Status generateFusedKernels(Plan& plan, int arch, bool required) {
   for (PlanStep* s : fused) {
     HGP_ASSIGN_OR_RETURN(FusedProgram p, parseFusedProgram(s->attrs, int(s->inputs.size())));
     std::vector<DType> in;
-    for (int t : s->inputs) in.push_back(plan.tensors[size_t(t)].type.dtype);
-    HGP_ASSIGN_OR_RETURN(std::string source, fusedKernelSource(p, in, arch));
+    std::vector<FusedOperandMap> maps;
+    const Shape& out = plan.tensors[size_t(s->outputs.at(0))].type.shape;
+    for (int t : s->inputs) {
+      const TensorType& type = plan.tensors[size_t(t)].type;
+      in.push_back(type.dtype);
+      maps.emplace_back();
+      if (type.dtype == DType::I64) continue; // a dropout's counter
+      HGP_ASSIGN_OR_RETURN(maps.back(), fusedOperandMap(type.shape, out));
+    }
+    HGP_ASSIGN_OR_RETURN(std::string source, fusedKernelSource(p, in, arch, maps));
     auto it = bySource.find(source);
     if (it == bySource.end()) {
       PlanKernel k;

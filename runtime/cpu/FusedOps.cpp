@@ -6,7 +6,8 @@
 // storage dtype (the backend does not widen this step), so a fused plan gives the same bits as
 // the unfused plan it came from. A Dropout or DropoutBwd instruction draws the element's uniform
 // with dropoutUniform (the unfused executor's) from its flat index and the value of its counter
-// input (an i64 scalar, read once per step).
+// input (an i64 scalar, read once per step). A broadcast input (a squeeze-excitation gate) is
+// read through its FusedOperandMap.
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/FusedProgram.h"
 #include "runtime/plan/Half.h"
@@ -45,15 +46,19 @@ Status execFusedElementwise(KernelArgs& a) {
   if (p.results.size() != a.out.size()) return a.fail("result count differs from the program's");
   const Shape& shape = *a.out[0].shape;
   std::vector<uint64_t> counter(a.in.size(), 0); // the value of each i64 (counter) input
+  std::vector<FusedOperandMap> maps(a.in.size());
   for (size_t k = 0; k < a.in.size(); ++k) {
     const TensorView& v = a.in[k];
     if (v.dtype == DType::I64) {
       HGP_TRY(checkScalar(a, v, DType::I64, "the dropout counter"));
       counter[k] = uint64_t(v.as<int64_t>()[0]);
-    } else if (*v.shape != shape) {
-      return a.fail("operands differ in shape");
+    } else {
+      Expected<FusedOperandMap> m = fusedOperandMap(*v.shape, shape);
+      if (!m) return a.fail(m.status().message());
+      maps[k] = *m;
     }
   }
+  if (Status st = checkFusedBroadcasts(p, maps); !st) return a.fail(st.message());
   for (size_t r = 0; r < a.out.size(); ++r) {
     if (*a.out[r].shape != shape) return a.fail("results differ in shape");
     if (a.out[r].dtype != (*types)[size_t(p.results[r])]) return a.fail("result dtype mismatch");
@@ -63,7 +68,8 @@ Status execFusedElementwise(KernelArgs& a) {
     std::vector<float> val(size_t(p.numValues())), args;
     for (int64_t i = b; i < e; ++i) {
       for (int k = 0; k < p.numInputs; ++k)
-        if (a.in[size_t(k)].dtype != DType::I64) val[size_t(k)] = load(a.in[size_t(k)], i);
+        if (a.in[size_t(k)].dtype != DType::I64)
+          val[size_t(k)] = load(a.in[size_t(k)], maps[size_t(k)].index(i));
       for (size_t k = 0; k < p.instrs.size(); ++k) {
         const FusedInstr& ins = p.instrs[k];
         args.clear();

@@ -6,7 +6,9 @@
 // by the first threads; bf16/f16 tensors (mixed precision) take eight elements per 16-byte load and
 // compute in float, rounding on store. Each element is read before it is written by the same
 // thread, so results may share storage with inputs. Products followed by sums use __fmul_rn/__fadd_rn so the GPU
-// rounds exactly as the CPU reference does (no fused multiply-add).
+// rounds exactly as the CPU reference does (no fused multiply-add); the file is compiled with
+// --fmad=false (runtime/CMakeLists.txt), as the generated fused kernels are, so that the math
+// functions (expf, tanhf, erff, logf) compile to the same code in both.
 #include "runtime/cuda/DeviceUtil.cuh"
 
 #include <cmath>
@@ -166,8 +168,8 @@ struct ClipF {
   float lo, hi;
   __device__ float operator()(float x) const { return x < lo ? lo : (x > hi ? hi : x); }
 };
-struct SigmoidF {
-  __device__ float operator()(float x) const { return 1.f / (1.f + expf(-x)); }
+struct SigmoidF { // the generated fused kernels' sigm() (compiler/codegen/FusedKernelSource.cpp)
+  __device__ float operator()(float x) const { return __fdiv_rn(1.f, __fadd_rn(1.f, expf(-x))); }
 };
 struct TanhF {
   __device__ float operator()(float x) const { return tanhf(x); }

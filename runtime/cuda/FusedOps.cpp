@@ -11,7 +11,8 @@
 // bytes, batch slices to 64 bytes too, so it nearly always is). An i64 input is a dropout's
 // iteration counter: a device scalar that the kernel reads once per thread, passed by pointer so
 // that a replayed graph sees its new value; it takes no part in the shape, alignment and vector
-// width checks.
+// width checks. Nor does a broadcast input (a squeeze-excitation gate, FusedOperandMap): the
+// kernel reads it element by element, its index map compiled in.
 #include "runtime/cuda/CudaKernel.h"
 #include "runtime/plan/FusedProgram.h"
 
@@ -68,9 +69,13 @@ Status execFusedElementwise(CudaArgs& a) {
         ptrs.push_back(t.data);
         continue;
       }
-      if (*t.shape != shape) return a.fail("FusedElementwise operands differ in shape");
-      types.push_back(t.dtype);
       ptrs.push_back(t.data);
+      if (*t.shape != shape) {
+        Expected<FusedOperandMap> m = fusedOperandMap(*t.shape, shape);
+        if (list == &a.in && m) continue; // a broadcast input
+        return a.fail("FusedElementwise operands differ in shape");
+      }
+      types.push_back(t.dtype);
       vec = vec && (reinterpret_cast<uintptr_t>(t.data) & 15) == 0;
     }
   long long n = numElements(shape);

@@ -1,5 +1,6 @@
 #include "runtime/plan/FusedProgram.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +67,7 @@ std::string FusedProgram::text() const {
     out += std::string(opName(ins.op)) + " " + dtypeName(ins.dtype);
     for (int a : ins.args) out += " %" + std::to_string(a);
     if (opHas(ins.op, OpFlag::FusedAlpha)) out += " alpha=" + floatText(ins.alpha);
+    if (opHas(ins.op, OpFlag::FusedBeta)) out += " beta=" + floatText(ins.beta);
     if (ins.hasLo) out += " min=" + floatText(ins.lo);
     if (ins.hasHi) out += " max=" + floatText(ins.hi);
     if (isFusedDropout(ins.op))
@@ -122,6 +124,7 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       float f = std::strtof(tok.c_str() + eq + 1, &end);
       if (*end) return bad("bad number in '" + tok + "'");
       if (key == "alpha" && opHas(ins.op, OpFlag::FusedAlpha)) ins.alpha = f;
+      else if (key == "beta" && opHas(ins.op, OpFlag::FusedBeta)) ins.beta = f;
       else if (key == "min" && opHas(ins.op, OpFlag::FusedBounds)) ins.hasLo = true, ins.lo = f;
       else if (key == "max" && opHas(ins.op, OpFlag::FusedBounds)) ins.hasHi = true, ins.hi = f;
       else return bad("unexpected attribute '" + tok + "' for " + opText);
@@ -131,6 +134,8 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       return bad(opText + " has " + std::to_string(ins.args.size()) + " operands");
     if (opHas(ins.op, OpFlag::FusedAlpha) && item.find("alpha=") == std::string::npos)
       return bad(opText + " needs alpha");
+    if (opHas(ins.op, OpFlag::FusedBeta) && item.find("beta=") == std::string::npos)
+      return bad(opText + " needs beta");
     if (isFusedDropout(ins.op) && seen.size() != 3)
       return bad(opText + " needs ratio, seed and key");
     if (isFusedDropout(ins.op) && !(ins.ratio >= 0 && ins.ratio < 1))
@@ -183,6 +188,41 @@ Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::v
   return t;
 }
 
+Expected<FusedOperandMap> fusedOperandMap(const Shape& in, const Shape& out) {
+  FusedOperandMap m;
+  if (in == out) return m;
+  auto fail = [&] {
+    return Status(ErrorCode::InvalidModel, "fused program: an input of shape " + shapeToString(in) +
+                                               " neither has the result shape " + shapeToString(out) +
+                                               " nor broadcasts to it along one run of dims");
+  };
+  if (in.size() != out.size()) return fail();
+  size_t lo = in.size(), hi = 0;
+  for (size_t j = 0; j < in.size(); ++j)
+    if (in[j] != out[j]) lo = std::min(lo, j), hi = j + 1;
+  if (lo == 0) return fail(); // the batch dim is never broadcast
+  for (size_t j = lo; j < hi; ++j)
+    if (in[j] != 1) return fail();
+  m.k = 1;
+  for (size_t j = hi; j < out.size(); ++j) m.k *= out[j];
+  m.bk = m.k;
+  for (size_t j = lo; j < hi; ++j) m.bk *= out[j];
+  if (m.bk <= 0 || m.k <= 0) return fail();
+  return m;
+}
+
+Status checkFusedBroadcasts(const FusedProgram& p, const std::vector<FusedOperandMap>& maps) {
+  if (int(maps.size()) != p.numInputs) return bad("input count mismatch");
+  for (const FusedInstr& ins : p.instrs)
+    for (int a : ins.args)
+      if (a < p.numInputs && maps[size_t(a)].broadcast() && !opHas(ins.op, OpFlag::FusedBroadcast))
+        return bad(std::string(opName(ins.op)) + " reads the broadcast input %" + std::to_string(a));
+  for (int r : p.results)
+    if (r < p.numInputs && maps[size_t(r)].broadcast())
+      return bad("result %" + std::to_string(r) + " is a broadcast input");
+  return Status::ok();
+}
+
 float evalFusedInstr(const FusedInstr& ins, const float* a) {
   switch (ins.op) {
   case OpKind::Add: return a[0] + a[1];
@@ -209,6 +249,33 @@ float evalFusedInstr(const FusedInstr& ins, const float* a) {
     return (a[1] > lo && a[1] < hi) ? a[0] : 0.f;
   }
   case OpKind::Cast: return a[0];
+  // The activations, exactly as runtime/cpu/ActivationOps.cpp computes them.
+  case OpKind::Sigmoid: return 1.f / (1.f + std::exp(-a[0]));
+  case OpKind::Tanh: return std::tanh(a[0]);
+  case OpKind::HardSigmoid: {
+    float v = ins.alpha * a[0] + ins.beta;
+    return v < 0.f ? 0.f : (v > 1.f ? 1.f : v);
+  }
+  case OpKind::HardSwish: {
+    float r = a[0] + 3.f;
+    r = r < 0.f ? 0.f : (r > 6.f ? 6.f : r);
+    return a[0] * r / 6.f;
+  }
+  case OpKind::Erf: return std::erf(a[0]);
+  case OpKind::Exp: return std::exp(a[0]);
+  case OpKind::Log: return std::log(a[0]);
+  case OpKind::Sqrt: return std::sqrt(a[0]);
+  case OpKind::Reciprocal: return 1.f / a[0];
+  case OpKind::SigmoidBwd: return a[0] * a[1] * (1.f - a[1]);
+  case OpKind::TanhBwd: return a[0] * (1.f - a[1] * a[1]);
+  case OpKind::HardSigmoidBwd: {
+    float v = ins.alpha * a[1] + ins.beta;
+    return (v > 0.f && v < 1.f) ? ins.alpha * a[0] : 0.f;
+  }
+  case OpKind::HardSwishBwd:
+    if (a[1] < -3.f) return 0.f;
+    if (a[1] <= 3.f) return a[0] * (a[1] / 3.f + 0.5f);
+    return a[0];
   case OpKind::Dropout: case OpKind::DropoutBwd: {
     if (ins.ratio == 0) return a[0]; // the unfused op copies its input
     FusedDropout d = fusedDropout(ins);

@@ -14,7 +14,23 @@
 //   program="Add bf16 %0 %1; Relu bf16 %2; LeakyRelu f32 %3 alpha=0.01"
 //   results=[3, 2]            the values the step writes, in output order
 //   kernel=fe0                (CUDA) the generated kernel in the plan's kernel table
-// Float attributes (alpha, min, max) are printed as the float32 the op uses, exactly.
+// Float attributes (alpha, beta, min, max) are printed as the float32 the op uses, exactly.
+//
+// Activations (Sigmoid, Tanh, HardSigmoid, HardSwish, Erf, Exp, Log, Sqrt, Reciprocal) and their
+// gradients are instructions too, so SiLU (x * sigmoid(x)), HardSwish and the squeeze-excitation
+// gates fuse. Each is computed with the unfused CPU executor's float formula (evalFusedInstr);
+// the generated CUDA code uses the unfused CUDA executor's functions (expf, tanhf, erff, logf),
+// which are not glibc's, so CUDA and CPU agree within those functions' ulp bounds, not bit for
+// bit (docs/fusion.md, "Numerics").
+//
+// Broadcast inputs (squeeze-excitation's Mul of [N,C,H,W] by a [N,C,1,1] gate, and its
+// backward): an input whose shape is the result shape with one run of dims after the first set
+// to 1 is read by element (i / bk) * k + i % k for result element i (FusedOperandMap), where k is
+// the product of the dims after the run and bk that times the run's. [N,C,1,1] against
+// [N,C,H,W] is bk = H*W, k = 1; channels-last [N,1,1,C] against [N,H,W,C] is bk = H*W*C, k = C.
+// The batch dim is never broadcast, so a batch slice of the step reads the slice of the gate.
+// Only instructions of ops marked FusedBroadcast (the numpy-broadcasting binary ops and Sum) may
+// read such an input, as their unfused form did.
 //
 // Dropout and DropoutBwd (the "dropout epilogue" of a classifier's Relu, and the start of its
 // gradient) are members too. Their mask is counter-based (runtime/cuda/RandomOps.cu): a pure
@@ -42,7 +58,8 @@ struct FusedInstr {
   OpKind op = OpKind::Add;
   DType dtype = DType::F32; ///< The dtype of the result (Cast: its `to`).
   std::vector<int> args;    ///< Value numbers.
-  float alpha = 0;          ///< LeakyRelu, LeakyReluBwd, Scale.
+  float alpha = 0;          ///< The ops marked FusedAlpha: LeakyRelu(Bwd), Scale, HardSigmoid(Bwd).
+  float beta = 0;           ///< The ops marked FusedBeta: HardSigmoid(Bwd).
   bool hasLo = false, hasHi = false; ///< Clip, ClipBwd: which bounds are present.
   float lo = 0, hi = 0;
   double ratio = 0;                  ///< Dropout, DropoutBwd: the drop probability, in [0, 1).
@@ -75,6 +92,19 @@ struct FusedProgram {
   void store(AttrMap& attrs) const;
 };
 
+/// How a step input is read for result element i: element (i / bk) * k + i % k, or element i
+/// itself when bk == 0 (an input of the result's shape).
+struct FusedOperandMap {
+  int64_t bk = 0, k = 1;
+  bool broadcast() const { return bk != 0; }
+  int64_t index(int64_t i) const { return bk ? (i / bk) * k + i % k : i; }
+};
+
+/// The map of an input of shape `in` for results of shape `out`: the identity when the shapes are
+/// equal; a broadcast when `in` is `out` with one run of dims after the first set to 1 (and that
+/// run is not all ones in `out`); an error otherwise.
+Expected<FusedOperandMap> fusedOperandMap(const Shape& in, const Shape& out);
+
 /// Reads the program of a step with `numInputs` inputs; checks value numbers (operands defined
 /// before use), operand counts, and the result list. Dtypes are checked by checkFusedTypes.
 Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs);
@@ -84,6 +114,10 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs);
 /// counter operand an i64 input), when an i64 input is anything but a dropout's counter, or when
 /// a result is a counter.
 Expected<std::vector<DType>> checkFusedTypes(const FusedProgram& p, const std::vector<DType>& in);
+
+/// Checks that every broadcast input (maps[k].broadcast()) is read only by instructions of ops
+/// marked FusedBroadcast and is no result of the step.
+Status checkFusedBroadcasts(const FusedProgram& p, const std::vector<FusedOperandMap>& maps);
 
 /// Instruction `ins` over float operands, in float32, exactly as the unfused CPU executor
 /// computes it (before any rounding to the result's dtype). For Dropout and DropoutBwd, args[1]

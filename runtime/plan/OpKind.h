@@ -35,6 +35,8 @@ enum class OpFlag : uint32_t {
   Fusible = 1u << 4,      ///< May be an instruction of a FusedElementwise program.
   FusedAlpha = 1u << 5,   ///< As a fused instruction, carries alpha.
   FusedBounds = 1u << 6,  ///< As a fused instruction, carries min and max.
+  FusedBeta = 1u << 7,    ///< As a fused instruction, carries beta (HardSigmoid's offset).
+  FusedBroadcast = 1u << 8, ///< As a fused instruction, may read broadcast inputs of the step.
 };
 
 /// Which operands of a step batch slicing may cut along the batch dimension (dimension 0).
@@ -88,7 +90,8 @@ constexpr OpProps NoProps{};
 constexpr OpProps CudaHalf = flag(OpFlag::CudaHalf), Optimizer = flag(OpFlag::Optimizer),
                   ChannelsLast = flag(OpFlag::ChannelsLast), LayoutFree = flag(OpFlag::LayoutFree),
                   Fusible = flag(OpFlag::Fusible), FusedAlpha = flag(OpFlag::FusedAlpha),
-                  FusedBounds = flag(OpFlag::FusedBounds);
+                  FusedBounds = flag(OpFlag::FusedBounds), FusedBeta = flag(OpFlag::FusedBeta),
+                  FusedBroadcast = flag(OpFlag::FusedBroadcast);
 constexpr OpProps BatchAll = batch(BatchRule::All), BatchFirst = batch(BatchRule::First),
                   BatchAccumulate = batch(BatchRule::Accumulate),
                   BatchBroadcast = batch(BatchRule::Broadcast), BatchAxis = batch(BatchRule::Axis),

@@ -74,18 +74,20 @@ TEST(FuseElementwise, AddReluInResidualFormAndSumReluBwd) {
 }
 
 TEST(FuseElementwise, NeverMakesACycle) {
-  // s = a + b; g = sigmoid(s) (not fusible); t = s * g. Fusing Mul into Add's group would need
-  // the group before and after the Sigmoid.
+  // s = a + b; g = gelu(s) (not fusible); t = s * g. Fusing Mul into Add's group would need
+  // the group before and after the Gelu.
   Graph g("cycle");
   TensorType t{DType::F32, {2, 16}};
   Value* a = *g.addGraphValue("a", TensorRole::Input, t);
   Value* b = *g.addGraphValue("b", TensorRole::Input, t);
   Value* s = node(g, OpKind::Add, {a, b});
-  Value* sg = node(g, OpKind::Sigmoid, {s});
+  AttrMap exact;
+  exact.setString("approximate", "none");
+  Value* sg = node(g, OpKind::Gelu, {s}, exact);
   Value* m = node(g, OpKind::Mul, {s, sg});
   g.addOutput(node(g, OpKind::Relu, {m}));
   ASSERT_TRUE(fuse(g).isOk()) << printGraph(g);
-  // Add stays alone; Mul and Relu fuse after the Sigmoid.
+  // Add stays alone; Mul and Relu fuse after the Gelu.
   EXPECT_EQ(countOps(g, OpKind::Add), 1) << printGraph(g);
   EXPECT_EQ(countOps(g, OpKind::FusedElementwise), 1) << printGraph(g);
   EXPECT_TRUE(verifyGraph(g).isOk());
@@ -97,7 +99,8 @@ TEST(FuseElementwise, SideEffectOpsBroadcastsAndCarriesStayOut) {
   Value* a = *g.addGraphValue("a", TensorRole::Input, t);
   Value* w = *g.addGraphValue("w", TensorRole::State, t);
   Value* bias = *g.addGraphValue("bias", TensorRole::Input, {DType::F32, {4}});
-  // A broadcasting Add is not fused.
+  // An Add that broadcasts a lower-rank operand is not fused (fusedOperandMap takes same-rank
+  // broadcasts only).
   Value* x = node(g, OpKind::Add, {a, bias});
   Value* r = node(g, OpKind::Relu, {x});
   // The value the finiteness check reads is also a result of the group.

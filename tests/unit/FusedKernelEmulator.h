@@ -4,8 +4,12 @@
 // Without a GPU, the kernel's vector and scalar paths, its 16-bit packing, its Philox draws and
 // every op's expression are still checked: the generated source is compiled by the host C++
 // compiler with a few definitions standing in for CUDA's (the PTX conversions become Half.h's,
-// which round the same way; __umulhi the high word of the 64-bit product), run over a grid of 3
-// blocks of 256 threads, and compared with the CPU executor's result of the same step.
+// which round the same way; __umulhi the high word of the 64-bit product; expf, tanhf, erff and
+// logf glibc's, which the CPU executors call too), run over a grid of 3 blocks of 256 threads,
+// and compared with the CPU executor's result of the same step. The host build contracts no
+// multiply-add (-ffp-contract=off), as neither the CPU executors nor the GPU kernels do. So the
+// emulation checks the kernel's logic bit for bit; that CUDA's math functions differ from glibc's
+// by a few ulp is the GPU test's business (tests/gpu/CudaFusedElementwiseTest.cpp).
 #pragma once
 
 #include "FusedTestGraphs.h"
@@ -23,6 +27,7 @@
 namespace hgp::fusiontest {
 
 inline const char* kHostShim = R"(#include "runtime/plan/Half.h"
+#include <math.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +47,9 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.f / a; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
 struct D3 { unsigned x; };
 D3 blockIdx, blockDim, threadIdx, gridDim;
 )";
@@ -110,8 +118,14 @@ public:
       EXPECT_TRUE(p.hasValue()) << p.status().toString();
       if (!p) continue;
       std::vector<DType> in;
-      for (int t : step.inputs) in.push_back(e.plan.tensors[size_t(t)].type.dtype);
-      auto src = fusedKernelSource(*p, in, 90);
+      std::vector<FusedOperandMap> maps;
+      const Shape& out = e.plan.tensors[size_t(step.outputs[0])].type.shape;
+      for (int t : step.inputs) {
+        const TensorType& type = e.plan.tensors[size_t(t)].type;
+        in.push_back(type.dtype);
+        maps.push_back(type.dtype == DType::I64 ? FusedOperandMap{} : *fusedOperandMap(type.shape, out));
+      }
+      auto src = fusedKernelSource(*p, in, 90, maps);
       EXPECT_TRUE(src.hasValue()) << src.status().toString();
       if (!src) continue;
       std::string exe = compile(*src, int(step.inputs.size()), int(step.outputs.size()));
@@ -149,7 +163,7 @@ private:
     if (it != built_.end()) return it->second;
     std::string name = "k" + std::to_string(built_.size());
     std::ofstream(dir_ / (name + ".cpp")) << kHostShim << hostSource(src) << hostMain(ni, no);
-    std::string cc = "c++ -std=c++20 -O1 -I" + std::string(HGP_SOURCE_DIR) + " " +
+    std::string cc = "c++ -std=c++20 -O1 -ffp-contract=off -I" + std::string(HGP_SOURCE_DIR) + " " +
                      (dir_ / (name + ".cpp")).string() + " -o " + (dir_ / name).string() + " 2>&1";
     bool ok = std::system(cc.c_str()) == 0;
     EXPECT_TRUE(ok) << cc;

@@ -1,6 +1,7 @@
 // FusedTestGraphs.h - graphs for the fusion tests (unit: FuseElementwiseTest.cpp, GPU:
 // tests/gpu/CudaFusedElementwiseTest.cpp): a chain that uses every op the fused-kernel generator supports,
-// in f32, bf16 or f16, and helpers to emit and run a graph's plan on a backend.
+// in f32, bf16 or f16, the activations' chain, a squeeze-excitation backward with a broadcast
+// gate, and helpers to emit and run a graph's plan on a backend.
 #pragma once
 
 #include "compiler/plan/PlanEmitter.h"
@@ -73,6 +74,72 @@ inline std::map<std::string, std::string> buildChain(Graph& g, DType d, const Sh
   g.addOutput(k);
   g.addOutput(k2);
   return {{"out.0", y->name()}, {"out.1", x->name()}, {"out.2", k->name()}, {"out.3", k2->name()}};
+}
+
+/// The activations and their gradients, every one once or more in dtype `d`, over inputs a, b
+/// (f32, [-1, 1)) and c (f32, [0.5, 1.5)): "out.0" = SiLU, Tanh, HardSigmoid and HardSwish (of
+/// about 4a, so that every piece of them is hit) added up; "out.1" = Exp, Log, Sqrt, Reciprocal
+/// (of s/4 + c > 0) and Erf added up; "out.2" = the four gradients (of dY = s b) added up; "out.3" = s =
+/// sigmoid(a), also read inside. Every node reads a value of the chain started by the Sigmoid, so
+/// the pass makes one FusedElementwise of it all (and, in 16 bits, leaves the Casts of b and c).
+inline std::map<std::string, std::string> buildActivationChain(Graph& g, DType d, const Shape& shape) {
+  TensorType t{DType::F32, shape};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Value* c = *g.addGraphValue("c", TensorRole::Input, t);
+  Value *A = cast(g, a, d), *B = cast(g, b, d), *C = cast(g, c, d);
+  AttrMap hard = alpha(0.2), torchHard = alpha(1.0 / 6);
+  hard.setFloat("beta", 0.5);
+  torchHard.setFloat("beta", 0.5);
+  Value* s = node(g, OpKind::Sigmoid, {A});
+  Value* silu = node(g, OpKind::Mul, {A, s});
+  Value* th = node(g, OpKind::Tanh, {silu});
+  Value* a4 = node(g, OpKind::Scale, {node(g, OpKind::Sub, {node(g, OpKind::Add, {A, s}), s})}, alpha(4.0));
+  Value* hs = node(g, OpKind::HardSigmoid, {a4}, hard);
+  Value* hw = node(g, OpKind::HardSwish, {a4});
+  Value* y0 = node(g, OpKind::Sum, {silu, th, hs, hw});
+  // A chain value first: a node joins the group of its first operand's producer, and in 16
+  // bits B and C are Casts of groups of their own.
+  Value* bs = node(g, OpKind::Mul, {s, B});
+  Value* pos = node(g, OpKind::Add, {node(g, OpKind::Scale, {s}, alpha(0.25)), C});
+  Value* y1 = node(g, OpKind::Sum, {node(g, OpKind::Exp, {bs}), node(g, OpKind::Log, {pos}),
+                                    node(g, OpKind::Sqrt, {pos}), node(g, OpKind::Reciprocal, {pos}),
+                                    node(g, OpKind::Erf, {bs})});
+  Value* y2 = node(g, OpKind::Sum, {node(g, OpKind::SigmoidBwd, {bs, s}), node(g, OpKind::TanhBwd, {bs, th}),
+                                    node(g, OpKind::HardSigmoidBwd, {bs, a4}, torchHard),
+                                    node(g, OpKind::HardSwishBwd, {bs, a4})});
+  for (Value* v : {y0, y1, y2, s}) g.addOutput(v);
+  return {{"out.0", y0->name()}, {"out.1", y1->name()}, {"out.2", y2->name()}, {"out.3", s->name()}};
+}
+
+/// The gate's shape for a [N,C,H,W] tensor (channels-last: [N,H,W,C] and [N,1,1,C]).
+inline Shape gateShape(const Shape& full, bool nhwc) {
+  return nhwc ? Shape{full[0], 1, 1, full[3]} : Shape{full[0], full[1], 1, 1};
+}
+
+/// A squeeze-excitation block's backward after a SiLU, as autodiff writes it, in dtype `d` over
+/// f32 inputs a (dY of the gated tensor), b (the SiLU's input x), c (the pooling gradient, already
+/// spread over the plane) and "gate" (in gateShape): s = sigmoid(x) and h = x * s (the forward
+/// values the backward reads), dh = Sum(dY * gate, c), dx = Sum(dh * s, SigmoidBwd(dh * x, s))
+/// ("out.0"), and the gate's gradient before its ReduceSum, dY * h ("out.1"). In f32 the pass
+/// makes two FusedElementwise steps: the SiLU with dY * h (dY is an input here, so that Mul may
+/// join h's group; results s and dY * h), and dh..dx with the broadcast gate (result dx).
+inline std::map<std::string, std::string> buildSeBackward(Graph& g, DType d, const Shape& full, bool nhwc) {
+  TensorType t{DType::F32, full};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Value* c = *g.addGraphValue("c", TensorRole::Input, t);
+  Value* gate = *g.addGraphValue("gate", TensorRole::Input, {DType::F32, gateShape(full, nhwc)});
+  Value *dy = cast(g, a, d), *x = cast(g, b, d), *dgap = cast(g, c, d), *G = cast(g, gate, d);
+  Value* s = node(g, OpKind::Sigmoid, {x});
+  Value* h = node(g, OpKind::Mul, {x, s});
+  Value* dh = node(g, OpKind::Sum, {node(g, OpKind::Mul, {dy, G}), dgap});
+  Value* dx = node(g, OpKind::Sum, {node(g, OpKind::Mul, {dh, s}),
+                                    node(g, OpKind::SigmoidBwd, {node(g, OpKind::Mul, {dh, x}), s})});
+  Value* dgate = node(g, OpKind::Mul, {dy, h});
+  g.addOutput(dx);
+  g.addOutput(dgate);
+  return {{"out.0", dx->name()}, {"out.1", dgate->name()}};
 }
 
 inline AttrMap dropout(double ratio, int64_t seed, int64_t key) {
@@ -157,7 +224,7 @@ inline std::map<std::string, std::vector<uint8_t>> runStep(Backend& be, const Em
   if (int t = p.findTensor("iter"); t >= 0) {
     EXPECT_TRUE(be.write(t, &iter).isOk());
   }
-  for (const char* name : {"a", "b", "c"}) {
+  for (const char* name : {"a", "b", "c", "gate"}) {
     int t = p.findTensor(name);
     if (t < 0) continue;
     std::vector<float> v = feed(name, p.tensors[size_t(t)].type.numElements(), seed);

@@ -69,7 +69,11 @@ TEST(OpCoverage, OpPropertiesComeFromTheTable) {
   EXPECT_TRUE(opHas(OpKind::Sum, OpFlag::LayoutFree));
   EXPECT_FALSE(opHas(OpKind::Cast, OpFlag::LayoutFree));
   EXPECT_TRUE(opHas(OpKind::Cast, OpFlag::Fusible));
-  EXPECT_FALSE(opHas(OpKind::Sigmoid, OpFlag::Fusible));
+  EXPECT_TRUE(opHas(OpKind::Sigmoid, OpFlag::Fusible));
+  EXPECT_FALSE(opHas(OpKind::Gelu, OpFlag::Fusible));
+  EXPECT_TRUE(opHas(OpKind::HardSigmoid, OpFlag::FusedBeta));
+  EXPECT_TRUE(opHas(OpKind::Mul, OpFlag::FusedBroadcast));
+  EXPECT_FALSE(opHas(OpKind::Relu, OpFlag::FusedBroadcast));
   EXPECT_TRUE(opHas(OpKind::Scale, OpFlag::FusedAlpha));
   EXPECT_TRUE(opHas(OpKind::ClipBwd, OpFlag::FusedBounds));
   EXPECT_EQ(opTraits(OpKind::ConvBwdFilter).batchRule(), BatchRule::Accumulate);
