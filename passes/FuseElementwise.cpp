@@ -23,7 +23,9 @@
 // Groups grow in program order: a node joins the group of the first producer of its operands
 // that it can join without making the graph cyclic, i.e. when no path leaves the group and comes
 // back into the node through a node outside it (checked by a walk backwards from the node's other
-// operands, bounded by the group's first position). Groups of one node are left alone. A member
+// operands, bounded by the group's first position). A node left alone then joins the group of
+// another reader of one of its operands where no path leads either way between the two through
+// other nodes (horizontal fusion: the operand is read once). Groups of one node are left alone. A member
 // result read outside its group (or returned by the graph) becomes a result of the fused node and
 // keeps its value name; the others are never materialized. The node list is then re-sorted
 // topologically, stable with respect to the old order.
@@ -72,6 +74,32 @@ public:
         groups_.emplace_back();
       }
       groups_[size_t(joined)].push_back(n);
+      group_[n] = joined;
+    }
+    // Then a node left alone joins the group of another reader of one of its operands (horizontal
+    // fusion of siblings: SiLU's backward multiplies the incoming gradient by s and by x), so that
+    // operand is read once. After the chains, so that a sibling never takes a node's place in a
+    // longer chain; checked both ways, since the node may come before members.
+    for (Node* n : order) {
+      auto self = group_.find(n);
+      if (self == group_.end() || groups_[size_t(self->second)].size() != 1) continue;
+      int alone = self->second, joined = -1;
+      for (size_t i = 0; joined < 0 && i < n->numInputs(); ++i) {
+        if (n->input(i)->dtype() == DType::I64) continue; // dropouts share the counter only
+        for (const Node* u : n->input(i)->users()) {
+          auto it = group_.find(u);
+          if (u == n || it == group_.end() || groups_[size_t(it->second)].size() < 2) continue;
+          if (canJoin(it->second, n) && !reaches(n, it->second)) {
+            joined = it->second;
+            break;
+          }
+        }
+      }
+      if (joined < 0) continue;
+      groups_[size_t(alone)].clear();
+      std::vector<Node*>& members = groups_[size_t(joined)];
+      members.push_back(n);
+      std::sort(members.begin(), members.end(), [&](Node* x, Node* y) { return pos_[x] < pos_[y]; });
       group_[n] = joined;
     }
     // Each group is convex on its own; two groups could still reach each other both ways. Such
@@ -162,6 +190,24 @@ private:
       for (Value* v : m->inputs())
         if (!v->producer() || !grown.count(v->producer())) inputs.insert(v);
     return int(inputs.size()) <= kMaxInputs;
+  }
+
+  /// Whether a path leads from `n` through nodes outside group `gi` to a member of it.
+  bool reaches(Node* n, int gi) {
+    int last = pos_[groups_[size_t(gi)].back()];
+    std::set<Node*> seen;
+    std::vector<Node*> stack;
+    for (Value* v : n->outputs())
+      for (Node* u : v->users()) stack.push_back(u);
+    while (!stack.empty()) {
+      Node* m = stack.back();
+      stack.pop_back();
+      if (pos_[m] > last || !seen.insert(m).second) continue;
+      if (inGroup(m, gi)) return true;
+      for (Value* v : m->outputs())
+        for (Node* u : v->users()) stack.push_back(u);
+    }
+    return false;
   }
 
   /// A group (of two or more nodes) on a cycle of the graph with every group contracted, the
