@@ -140,6 +140,32 @@ TEST(FuseActivations, SqueezeExcitationBackwardIsOneStepWithABroadcastGate) {
   }
 }
 
+/// SiLU's backward as autodiff writes it before the gradient Sum, over inputs a (dh), b (x) and
+/// c (s): "out.0" = dh * s, "out.1" = SigmoidBwd(dh * x, s) (a BatchNormBwd adds them up).
+std::map<std::string, std::string> buildSiluBackward(Graph& g) {
+  TensorType t{DType::F32, {2, 8, 7, 7}};
+  Value* dh = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* x = *g.addGraphValue("b", TensorRole::Input, t);
+  Value* s = *g.addGraphValue("c", TensorRole::Input, t);
+  Value* d1 = node(g, OpKind::Mul, {dh, s});
+  Value* d3 = node(g, OpKind::SigmoidBwd, {node(g, OpKind::Mul, {dh, x}), s});
+  g.addOutput(d1);
+  g.addOutput(d3);
+  return {{"out.0", d1->name()}, {"out.1", d3->name()}};
+}
+
+TEST(FuseActivations, SiblingsJoinSiluBackwardIsOneStep) {
+  // dh * s has no producer in a chain; it joins its sibling dh * x's group, so dh is read once.
+  Graph g("silu-bwd");
+  buildSiluBackward(g);
+  ASSERT_TRUE(fuse(g).isOk()) << printGraph(g);
+  ASSERT_EQ(g.nodes().size(), 1u) << printGraph(g);
+  EXPECT_EQ(g.nodes()[0]->attrs().getString("program"),
+            "Mul f32 %0 %1; Mul f32 %0 %2; SigmoidBwd f32 %4 %1");
+  EXPECT_EQ(g.nodes()[0]->attrs().getInts("results"), (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(verifyGraph(g).isOk());
+}
+
 TEST(FuseActivations, BroadcastRules) {
   EXPECT_FALSE(fusedOperandMap({1, 8, 5, 5}, {2, 8, 5, 5}).hasValue()); // the batch dim
   EXPECT_FALSE(fusedOperandMap({2, 1, 5, 1}, {2, 8, 5, 5}).hasValue()); // two runs
@@ -201,6 +227,7 @@ TEST(FuseActivations, CpuFusedAndUnfusedAreBitIdenticalAndTheKernelEmulationAgre
     SCOPED_TRACE(dtypeName(d));
     // 210 elements: the scalar path only; 2 x 8 x 7 x 7: vectors that cross gate planes; NHWC
     // with 12 channels: vectors that cross gate rows.
+    if (d == DType::F32) expectFusedMatchesUnfused(buildSiluBackward, 1, emu ? &*emu : nullptr);
     for (Shape shape : {Shape{2, 3, 5, 7}, Shape{4, 8, 16}})
       expectFusedMatchesUnfused([&](Graph& g) { return buildActivationChain(g, d, shape); }, 1,
                                 emu ? &*emu : nullptr);
