@@ -53,7 +53,7 @@ def main():
     np.save(os.path.join(work, "y.npy"), y[:batch * s])
     make_opt, flags = parity.OPTIMIZERS["sgd"]
     exe = os.path.join(work, "t")
-    parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, exe, batch, flags)
+    parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, exe, batch, flags, "cuda")
     l64, s64 = parity.train_torch(copy.deepcopy(model).double(), torch.float64, make_opt, x, y,
                                   batch, s)
     w64 = s64[s - 1]
@@ -86,7 +86,7 @@ def main():
     # Every tensor of the step on CUDA against the CPU backend (tests/parity/step_diff.py).
     sd = os.path.join(work, "sd")
     parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, sd, batch,
-                        flags + ["--no-buffer-reuse"])
+                        flags + ["--no-buffer-reuse"], "cuda")
     dumps = []
     for dev in (args.device, "cpu"):
         d = os.path.join(work, "dump_%d" % len(dumps))

@@ -251,11 +251,14 @@ def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None):
     return losses, {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
 
 
-def compile_hgpc(hgpc, onnx_path, exe, batch, flags):
-    """Compiles for float32 parity: --precision fp32 unless `flags` name one. hgpc's default is
-    tf32, which on CUDA rounds convolution and GEMM inputs to 10 bits (3e-4 of a ResNet-18 loss
-    on the H200): a CUDA parity run without the flag judged TF32 against float64."""
-    if "--precision" not in flags:
+def compile_hgpc(hgpc, onnx_path, exe, batch, flags, device="cpu"):
+    """Compiles the case. For CUDA, with --precision fp32 unless `flags` name one: hgpc's default
+    is tf32, which on CUDA rounds convolution and GEMM inputs to 10 bits (3e-4 of a ResNet-18
+    loss on the H200), and a CUDA parity run without the flag judged TF32 against float64. The
+    CPU backend computes in float32 either way, but the precision moves the cost model's
+    predictions and so the schedule (which steps are batch-sliced, in what order sums add):
+    the CPU cases' named kinks were found with the default, which they keep."""
+    if device == "cuda" and "--precision" not in flags:
         flags = ["--precision", "fp32", *flags]
     p = subprocess.run([hgpc, "compile", onnx_path, "-o", exe, "--batch", str(batch), *flags],
                        capture_output=True, text=True)
@@ -272,7 +275,7 @@ def hgpc_gradients(hgpc, onnx_path, init, batch, work, device="cpu"):
     """hgpc's gradient of every parameter at the first step (name -> float64 array)."""
     exe = os.path.join(work, "train_grad")
     compile_hgpc(hgpc, onnx_path, exe, batch, ["--optimizer", "sgd", "--lr", str(GRAD_LR),
-                                               "--momentum", "0", "--weight-decay", "0"])
+                                               "--momentum", "0", "--weight-decay", "0"], device)
     state = run_hgpc(exe, work, 1, device, tag="_grad")[1]
     return {n: (init[n] - state[n]) / GRAD_LR for n in state if n in init}
 
@@ -365,7 +368,7 @@ def main():
 
     make_opt, flags = OPTIMIZERS[args.optimizer]
     exe = os.path.join(work, "train")
-    compile_hgpc(hgpc, onnx_path, exe, batch, flags)
+    compile_hgpc(hgpc, onnx_path, exe, batch, flags, args.device)
     # The state after the first step shows a wrong gradient before 3 steps mix it into others.
     # Not for Adam: its first step is lr x sign(g) element by element, so every gradient element
     # whose sign is rounding moves by a whole lr either way, in PyTorch float32 as in hgpc.
