@@ -213,7 +213,8 @@ PY
     note "conformance on cuda: exit $rc $(grep -a 'passed' "$OUT/conformance_cuda.log" | tr '\n' ' ')"
     ;;
   zoo)
-    python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" > "$OUT/zoo.log" 2>&1
+    python3 -W ignore tests/gpu/zoo_steps.py --hgpc "$(command -v hgpc)" ${ZOO_MODELS:+--models "$ZOO_MODELS"} \
+      > "$OUT/zoo.log" 2>&1
     rc=$?; check $rc "zoo"
     note "zoo whole steps, CUDA and the CPU backend against PyTorch float64 (tests/parity/judge.py): exit $rc"
     grep '^{' "$OUT/zoo.log" | cut -c1-300 | tee -a "$summary"

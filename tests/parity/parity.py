@@ -236,7 +236,13 @@ def train_torch(model, dtype, make_opt, x, y, batch, steps=None, counter=None, d
     return losses, states
 
 
-def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None):
+def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None, deterministic=True):
+    """Trains `steps` steps with the executable; (losses, state after). On CUDA the run is
+    --deterministic: kinks found in one run must be the next run's too, and cuDNN's fastest
+    weight-gradient algorithms add in an order that changes from run to run (on the H200 a
+    ResNet-18 kink found at step 3 was gone when the same case was judged)."""
+    if device == "cuda" and deterministic and "--deterministic" not in extra:
+        extra = ("--deterministic", *extra)
     saved = os.path.join(work, "trained%d_%s%s.onnx" % (steps, device, tag))
     metrics = os.path.join(work, "metrics%d_%s%s.jsonl" % (steps, device, tag))
     p = subprocess.run([exe, "--data", "npy:%s,%s" % (os.path.join(work, "x.npy"), os.path.join(work, "y.npy")),
