@@ -414,10 +414,11 @@ def main():
                                          batch, steps)
     # PyTorch float32's reference: float64 with no kink forced (judge.update_ratio says why).
     free_losses, free_states = float64_run([])
-    if args.find_kinks is not None:
-        # Step by step: a kink forced in float64 moves float64's later steps.
+    def search(n_steps):
+        """The kinks of the first n_steps steps, step by step (a kink forced in float64 moves
+        float64's later steps), printed as found."""
         found = []
-        for s in range(args.find_kinks or steps):
+        for s in range(n_steps):
             f64_states = float64_run(found)[1] if found else free_states
             rejected = []
             try:
@@ -444,44 +445,63 @@ def main():
             for k in rejected[:10]:
                 print("not rounding (beyond the error): %r" % k)
             found += new
+        return found
+
+    if args.find_kinks is not None:
+        found = search(args.find_kinks or steps)
         if args.save_kinks:
             kinklib.save(found, args.save_kinks)
         return
 
-    f64_losses, f64_states = float64_run(kinks) if kinks else (free_losses, free_states)
-    # Each named kink must still be one: found again in this build's run.
-    failures = []
-    for s in sorted({k.step for k in kinks}):
-        again = {f.key(): f for f in kinks_at(s, f32_states, f64_states, free_states,
-                                              [k for k in kinks if k.step != s])}
-        for k in kinks:
-            if k.step != s:
-                continue
-            if k.key() not in again:
-                failures.append("%r is no longer a kink of this case: remove it from KINKS" % k)
-            else:
-                kinklib.check_kink(again[k.key()])
-                print("kink confirmed: %r" % again[k.key()])
+    def judged(kinks):
+        """(failures, report) of hgpc's run against float64 with `kinks` forced."""
+        f64_losses, f64_states = float64_run(kinks) if kinks else (free_losses, free_states)
+        # Each named kink must still be one: found again in this build's run.
+        failures = []
+        for s in sorted({k.step for k in kinks}):
+            again = {f.key(): f for f in kinks_at(s, f32_states, f64_states, free_states,
+                                                  [k for k in kinks if k.step != s])}
+            for k in kinks:
+                if k.step != s:
+                    continue
+                if k.key() not in again:
+                    failures.append("%r is no longer a kink of this case: remove it from KINKS" % k)
+                else:
+                    kinklib.check_kink(again[k.key()])
+                    print("kink confirmed: %r" % again[k.key()])
+        names = sorted(init)
+        report = dict(case=case, steps=steps, kinks=len(kinks),
+                      first_kinks=[repr(k) for k in kinks[:3]])
+        for s in sorted(hgpc_states):
+            rows = judge.judge_state(hgpc_states[s][1], f64_states[s - 1], f32_states[s - 1],
+                                     init, names, free64=free_states[s - 1])
+            failures += judge.failures(rows, [], "after %d step%s, " % (s, "s" * (s > 1)))
+            report["after_%d" % s] = judge.summary(rows, [])
+            if args.verbose:
+                for r in rows[:15]:
+                    print("  step %d %-45s ratio %.3f  update off float64 %.2e, float32 %.2e"
+                          % (s, r["tensor"], r["ratio"], r.get("update_rel_err", 0),
+                             r.get("float32_drift", 0)))
+        loss_rows = judge.judge_losses(hgpc_losses, f64_losses, f32_losses, free64=free_losses)
+        failures += judge.failures([], loss_rows)
+        report["loss_ratios"] = [round(r["ratio"], 3) for r in loss_rows]
+        report["max_ratio"] = max([report["after_%d" % s]["max_update_ratio"]
+                                   for s in hgpc_states] + [judge.worst(loss_rows)])
+        report["losses_hgpc"], report["losses_float64"] = hgpc_losses, f64_losses
+        report["losses_float32"], report["losses_free64"] = f32_losses, free_losses
+        return failures, report
 
-    names = sorted(init)
-    report = dict(case=case, steps=steps, kinks=len(kinks), first_kinks=[repr(k) for k in kinks[:3]])
-    for s in sorted(hgpc_states):
-        rows = judge.judge_state(hgpc_states[s][1], f64_states[s - 1], f32_states[s - 1], init,
-                                 names, free64=free_states[s - 1])
-        failures += judge.failures(rows, [], "after %d step%s, " % (s, "s" * (s > 1)))
-        report["after_%d" % s] = judge.summary(rows, [])
-        if args.verbose:
-            for r in rows[:15]:
-                print("  step %d %-45s ratio %.3f  update off float64 %.2e, float32 %.2e"
-                      % (s, r["tensor"], r["ratio"], r.get("update_rel_err", 0),
-                         r.get("float32_drift", 0)))
-    loss_rows = judge.judge_losses(hgpc_losses, f64_losses, f32_losses, free64=free_losses)
-    failures += judge.failures([], loss_rows)
-    report["loss_ratios"] = [round(r["ratio"], 3) for r in loss_rows]
-    report["max_ratio"] = max([report["after_%d" % s]["max_update_ratio"] for s in hgpc_states] +
-                              [judge.worst(loss_rows)])
-    report["losses_hgpc"], report["losses_float64"] = hgpc_losses, f64_losses
-    report["losses_float32"], report["losses_free64"] = f32_losses, free_losses
+    failures, report = judged(kinks)
+    if failures and args.kinks is None:
+        # Which decisions rounding tips depends on the machine: the CPU's vector width changes
+        # both PyTorch's and hgpc's float32 sums (the stored lists were found on another
+        # machine; this AVX2 EPYC tips others). A case that misses with its stored list is judged
+        # again with the kinks of this machine's run, each proven a kink as above.
+        print("missed with the %d stored kinks (%s); judging with this machine's kinks"
+              % (len(kinks), failures[0][:160]))
+        found = search(steps)
+        failures, report = judged(found)
+        report["kinks_found_here"] = True
     print(json.dumps(report))
     expected = EXPECTED_FAILURES.get(case)
     if expected and failures:
