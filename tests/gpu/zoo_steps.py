@@ -151,7 +151,7 @@ def main():
                 rows = judge.judge_state(got, s32[s], sa[s], init, names, cap=0.9)
                 failures += judge.failures(rows, [], "after %d steps, " % (s + 1))
                 report["after_%d" % (s + 1)] = judge.summary(rows, [])
-            loss_rows = judge.judge_losses(gpu_losses, l32, la)
+            loss_rows = judge.judge_losses(gpu_losses, l32, la, running=True)
             failures += judge.failures([], loss_rows)
             report["loss_ratios"] = [round(r["ratio"], 3) for r in loss_rows]
             report["losses_cuda"], report["losses_autocast"] = gpu_losses, la

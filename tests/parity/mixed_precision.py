@@ -168,7 +168,7 @@ def main():
         rows = judge.judge_state(got, f32, amp, init, names, cap=MP_CAP)
         failures += judge.failures(rows, [], label)
         report[label.split(",")[0].replace(" ", "_")] = judge.summary(rows, [])
-    loss_rows = judge.judge_losses(hgpc_losses, f32_losses, amp_losses)
+    loss_rows = judge.judge_losses(hgpc_losses, f32_losses, amp_losses, running=True)
     failures += judge.failures([], loss_rows)
     report.update(loss_ratios=[round(r["ratio"], 3) for r in loss_rows],
                   losses_hgpc_bf16=hgpc_losses, losses_autocast_bf16=amp_losses,
