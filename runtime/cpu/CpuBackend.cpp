@@ -69,10 +69,8 @@ public:
       gathered_.clear();
       for (size_t j = 0; j < args.in.size(); ++j) gather(step.inputs[j], args.in[j]);
       for (size_t j = 0; j < args.out.size(); ++j) gather(step.outputs[j], args.out[j]);
-      // Cast, CastGroup and FusedElementwise read and write 16-bit storage themselves (the fused
-      // program rounds each intermediate where the unfused ops did).
-      if (step.op == OpKind::Cast || step.op == OpKind::CastGroup ||
-          step.op == OpKind::FusedElementwise || !touchesHalf(args)) {
+      // An op with CpuHalf (OpList.def) reads and writes 16-bit storage itself.
+      if (opHas(step.op, OpFlag::CpuHalf) || !touchesHalf(args)) {
         HGP_TRY(execute(args));
         scatter(step.outputs);
         continue;

@@ -37,6 +37,7 @@ enum class OpFlag : uint32_t {
   FusedBounds = 1u << 6,  ///< As a fused instruction, carries min and max.
   FusedBeta = 1u << 7,    ///< As a fused instruction, carries beta (HardSigmoid's offset).
   FusedBroadcast = 1u << 8, ///< As a fused instruction, may read broadcast inputs of the step.
+  CpuHalf = 1u << 9,      ///< The CPU executor reads and writes bf16/f16 storage itself.
 };
 
 /// Which operands of a step batch slicing may cut along the batch dimension (dimension 0).
@@ -91,7 +92,7 @@ constexpr OpProps CudaHalf = flag(OpFlag::CudaHalf), Optimizer = flag(OpFlag::Op
                   ChannelsLast = flag(OpFlag::ChannelsLast), LayoutFree = flag(OpFlag::LayoutFree),
                   Fusible = flag(OpFlag::Fusible), FusedAlpha = flag(OpFlag::FusedAlpha),
                   FusedBounds = flag(OpFlag::FusedBounds), FusedBeta = flag(OpFlag::FusedBeta),
-                  FusedBroadcast = flag(OpFlag::FusedBroadcast);
+                  FusedBroadcast = flag(OpFlag::FusedBroadcast), CpuHalf = flag(OpFlag::CpuHalf);
 constexpr OpProps BatchAll = batch(BatchRule::All), BatchFirst = batch(BatchRule::First),
                   BatchAccumulate = batch(BatchRule::Accumulate),
                   BatchBroadcast = batch(BatchRule::Broadcast), BatchAxis = batch(BatchRule::Axis),
