@@ -24,18 +24,6 @@ namespace {
 
 using namespace fusiontest;
 
-Status fuse(Graph& g) {
-  PassContext ctx;
-  return runPipeline(g, {"fuse-elementwise"}, ctx);
-}
-
-std::vector<const Node*> fusedNodes(const Graph& g) {
-  std::vector<const Node*> out;
-  for (const Node* n : g.nodes())
-    if (n->op() == OpKind::FusedElementwise) out.push_back(n);
-  return out;
-}
-
 TEST(FuseActivations, EveryActivationIsAnInstruction) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
     Graph g("act");

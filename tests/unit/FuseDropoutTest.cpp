@@ -18,18 +18,6 @@ namespace {
 
 using namespace fusiontest;
 
-Status fuse(Graph& g) {
-  PassContext ctx;
-  return runPipeline(g, {"fuse-elementwise"}, ctx);
-}
-
-std::vector<const Node*> fusedNodes(const Graph& g) {
-  std::vector<const Node*> out;
-  for (const Node* n : g.nodes())
-    if (n->op() == OpKind::FusedElementwise) out.push_back(n);
-  return out;
-}
-
 /// The iterations the tests run: consecutive steps and one past 2^32 (the counter's high word).
 const int64_t kIters[] = {0, 1, 2, (int64_t(1) << 33) + 5};
 

@@ -21,11 +21,6 @@ namespace {
 
 using namespace fusiontest;
 
-Status fuse(Graph& g) {
-  PassContext ctx;
-  return runPipeline(g, {"fuse-elementwise"}, ctx);
-}
-
 const Node* onlyFused(const Graph& g) {
   for (const Node* n : g.nodes())
     if (n->op() == OpKind::FusedElementwise) return n;

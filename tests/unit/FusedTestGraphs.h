@@ -17,6 +17,20 @@
 
 namespace hgp::fusiontest {
 
+/// Runs fuse-elementwise alone on `g`.
+inline Status fuse(Graph& g) {
+  PassContext ctx;
+  return runPipeline(g, {"fuse-elementwise"}, ctx);
+}
+
+/// The FusedElementwise nodes of `g`, in graph order.
+inline std::vector<const Node*> fusedNodes(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::FusedElementwise) out.push_back(n);
+  return out;
+}
+
 inline Value* node(Graph& g, OpKind op, std::vector<Value*> in, AttrMap a = {}) {
   auto n = g.addNode(op, std::move(in), std::move(a));
   EXPECT_TRUE(n.hasValue()) << opName(op) << ": " << n.status().toString();
