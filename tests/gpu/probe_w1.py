@@ -12,7 +12,6 @@ GPU machine; it asserts nothing.
 import argparse
 import copy
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -87,16 +86,8 @@ def main():
     sd = os.path.join(work, "sd")
     parity.compile_hgpc(os.path.join(args.build, "bin", "hgpc"), path, sd, batch,
                         flags + ["--no-buffer-reuse"], "cuda")
-    dumps = []
-    for dev in (args.device, "cpu"):
-        d = os.path.join(work, "dump_%d" % len(dumps))
-        os.makedirs(d)
-        parity.run_hgpc(sd, work, s, dev, tag="_sd%d" % len(dumps), extra=["--dump-tensors", d])
-        dumps.append(d)
-    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "parity",
-                                                     "step_diff.py"), *dumps, "--all"],
-                       capture_output=True, text=True)
-    lines = p.stdout.splitlines()
+    _, out = parity.dump_and_diff(sd, work, s, (args.device, "cpu"), ["--all"])
+    lines = out.splitlines()
     print("the step's first 40 results more than 1e-6 apart (CUDA against the CPU backend):")
     shown = 0
     for l in lines[2:]:

@@ -233,18 +233,11 @@ def step_diff(args, name, flags, path, work, batch):
     if p.returncode != 0:
         print(json.dumps(dict(model=name, error=p.stderr[-300:])), flush=True)
         return 1
-    dumps = []
-    for dev in (args.device, args.reference_device):
-        d = os.path.join(work, "dump_" + dev + ("_ref" if dumps else ""))
-        os.makedirs(d, exist_ok=True)
-        parity.run_hgpc(exe, work, args.step_diff, dev, tag="_sd%d" % len(dumps),
-                        extra=["--deterministic", "--dump-tensors", d])
-        dumps.append(d)
     print("== %s: %d steps on %s against %s" % (name, args.step_diff, args.device,
                                                  args.reference_device), flush=True)
-    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "parity",
-                                                     "step_diff.py"), *dumps], text=True)
-    return int(p.returncode != 0)
+    rc, out = parity.dump_and_diff(exe, work, args.step_diff, (args.device, args.reference_device))
+    print(out, flush=True)
+    return int(rc != 0)
 
 
 if __name__ == "__main__":

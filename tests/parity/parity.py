@@ -257,6 +257,21 @@ def run_hgpc(exe, work, steps, device="cpu", tag="", extra=(), env=None, determi
     return losses, {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
 
 
+def dump_and_diff(exe, work, steps, devices, diff_args=()):
+    """Trains `steps` steps on each of `devices` (two) with every tensor dumped after the last
+    (--dump-tensors; compile `exe` with --no-buffer-reuse) and compares the first run's dump
+    against the second's with tests/parity/step_diff.py: (its exit code, its output)."""
+    dumps = []
+    for dev in devices:
+        d = os.path.join(work, "dump_%d_%s" % (len(dumps), dev))
+        os.makedirs(d, exist_ok=True)
+        run_hgpc(exe, work, steps, dev, tag="_sd%d" % len(dumps), extra=["--dump-tensors", d])
+        dumps.append(d)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "step_diff.py"), *dumps, *diff_args],
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
 def compile_hgpc(hgpc, onnx_path, exe, batch, flags, device="cpu"):
     """Compiles the case. For CUDA, with --precision fp32 unless `flags` name one: hgpc's default
     is tf32, which on CUDA rounds convolution and GEMM inputs to 10 bits (3e-4 of a ResNet-18
