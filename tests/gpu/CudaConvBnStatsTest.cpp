@@ -79,8 +79,11 @@ double tolFor(DType low) {
 }
 
 /// The fused and the unfused plan on CUDA, fed the same parameters: every binding within `tol`.
-void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& plain, double tol) {
+void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& plain, double tol,
+                                 bool cudnnFusion) {
   BackendOptions o;
+  o.cudnnFusion = cudnnFusion;
+  o.verbose = verboseBackends();
   auto a = makeGpuBackend(o), b = makeGpuBackend(o);
   ASSERT_TRUE(a.hasValue() && b.hasValue());
   ASSERT_TRUE((*a)->load(fused.plan, InitData{fused.data, {}}).isOk());
@@ -107,7 +110,7 @@ void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& pl
   }
 }
 
-void checkBlock(DType low, bool nhwc) {
+void checkBlock(DType low, bool nhwc, bool cudnnFusion = true) {
   for (const Shape& x : {Shape{4, 16, 8, 8}, Shape{8, 64, 14, 14}, Shape{2, 32, 7, 7}}) {
     SCOPED_TRACE(shapeToString(x) + " " + dtypeName(low) + (nhwc ? " nhwc" : " nchw"));
     auto fused = planOf(x, low, true, nhwc), plain = planOf(x, low, false, nhwc);
@@ -115,8 +118,9 @@ void checkBlock(DType low, bool nhwc) {
     RunSpec spec;
     spec.tol = tolFor(low);
     spec.lossTolOfTerms = spec.tol;
+    spec.cudnnFusion = cudnnFusion;
     runAndCompare(*fused, spec);
-    expectFusedNearUnfusedOnGpu(*fused, *plain, tolFor(low));
+    expectFusedNearUnfusedOnGpu(*fused, *plain, tolFor(low), cudnnFusion);
   }
 }
 
@@ -128,6 +132,14 @@ TEST(CudaConvBnStats, Bf16ChannelsLast) {
 TEST(CudaConvBnStats, Fp16ChannelsLast) {
   HGP_REQUIRE_CUDA();
   checkBlock(DType::F16, true);
+}
+
+// The same f16 channels-last block with cuDNN's fused engines off: the statistics come from
+// hgpc's sums kernel after a plain convolution. Beside Fp16ChannelsLast, it tells a fault of
+// cuDNN's ConvBNfprop engines from one of the plan or of hgpc's kernels.
+TEST(CudaConvBnStats, Fp16ChannelsLastKernelSums) {
+  HGP_REQUIRE_CUDA();
+  checkBlock(DType::F16, true, /*cudnnFusion=*/false);
 }
 
 TEST(CudaConvBnStats, SixteenBitChannelsFirst) {

@@ -53,6 +53,13 @@ inline bool cpuStandIn() {
   return v && std::string(v) == "1";
 }
 
+/// HGP_GPU_TEST_VERBOSE=1 makes the tests' CUDA backends print their choices (algorithms, fused
+/// engines) to stderr, which CTest's --output-on-failure shows beside a failure.
+inline bool verboseBackends() {
+  const char* v = std::getenv("HGP_GPU_TEST_VERBOSE");
+  return v && std::string(v) == "1";
+}
+
 /// Creates a CUDA backend (or the CPU stand-in).
 inline Expected<std::unique_ptr<Backend>> makeGpuBackend(const BackendOptions& o) {
   if (cpuStandIn()) return createCpuBackend();
@@ -89,6 +96,9 @@ struct RunSpec {
   Feeder feed = defaultFeed;
   bool eager = true, graph = true; ///< Which CUDA modes to run.
   bool deterministic = false;
+  /// cuDNN's fused convolution engines (BackendOptions::cudnnFusion); off, hgpc's kernels run
+  /// every epilogue and channel sum.
+  bool cudnnFusion = true;
   /// When set, the "loss" binding of differentiate() is compared with the bound that the
   /// per-element check of its terms implies: |loss - ref| <= lossTolOfTerms * sum_k max|out.k| *
   /// sum|r_k|. The test loss sums terms of random sign, so relative to itself it cancels and
@@ -209,6 +219,8 @@ inline void runAndCompare(const EmittedPlan& e, const RunSpec& spec = {}) {
     BackendOptions o;
     o.eager = mode == 0;
     o.deterministic = spec.deterministic;
+    o.cudnnFusion = spec.cudnnFusion;
+    o.verbose = verboseBackends();
     auto b = makeGpuBackend(o);
     ASSERT_TRUE(b.hasValue()) << b.status().toString();
     targets.push_back({mode == 0 ? "cuda-eager" : "cuda-graph", std::move(*b)});
