@@ -53,7 +53,8 @@ BatchLoader::~BatchLoader() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order) {
+void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order,
+                       SampleStream* stream) {
   int64_t per = numElements(data_.sampleShape());
   b.epoch = epoch;
   b.index = index;
@@ -68,10 +69,20 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   int64_t first = (index * ranks_ + rank_) * batch_;
   b.valid = std::min(batch_, data_.size() - first);
   b.status = Status::ok();
+  // A streamed source (tar shards) reads the batch's samples in its own order first.
+  std::vector<int64_t>& ids = streamIds_;
+  ids.clear();
+  if (stream) {
+    b.status = stream->next(b.valid, ids);
+    if (b.status && int64_t(ids.size()) < b.valid)
+      b.status = Status(ErrorCode::Internal, data_.describe() + " streamed fewer samples than it holds");
+    if (!b.status) return;
+  }
   std::mutex failMu;
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
+      int64_t sample = stream ? ids[size_t(std::min(r, b.valid - 1))]
+                              : order[size_t(first + std::min(r, b.valid - 1))];
       Status st = u8 ? data_.getPixels(sample, epoch, b.pixels.data() + r * per, &b.flips[size_t(r)],
                                        &b.labels[size_t(r)])
                      : data_.get(sample, epoch, b.images.data() + r * per, &b.labels[size_t(r)]);
@@ -87,7 +98,10 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
 
 void BatchLoader::produce() {
   int64_t epoch = epoch_, index = index_;
-  std::vector<int64_t> order = data_.order(shuffle_, seed_, epoch);
+  // Streamed data (tar shards) of this rank only: batch `index` starts at row index * batch.
+  std::unique_ptr<SampleStream> stream = data_.stream(shuffle_, seed_, epoch, index * batch_);
+  std::vector<int64_t> order;
+  if (!stream) order = data_.order(shuffle_, seed_, epoch);
   for (;;) {
     std::unique_ptr<Batch> b;
     {
@@ -98,7 +112,7 @@ void BatchLoader::produce() {
       }
     }
     if (!b) b = std::make_unique<Batch>();
-    fill(*b, epoch, index, order);
+    fill(*b, epoch, index, order, stream.get());
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || ready_.size() < 2; });
@@ -108,7 +122,8 @@ void BatchLoader::produce() {
     cv_.notify_all();
     if (++index == perEpoch_) {
       index = 0;
-      order = data_.order(shuffle_, seed_, ++epoch);
+      stream = data_.stream(shuffle_, seed_, ++epoch, 0);
+      if (!stream) order = data_.order(shuffle_, seed_, epoch);
     }
   }
 }

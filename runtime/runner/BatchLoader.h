@@ -55,7 +55,9 @@ public:
 
 private:
   void produce();
-  void fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order);
+  /// Fills batch `index` of `epoch`, from `order` or, for streamed data, from `stream`.
+  void fill(Batch& b, int64_t epoch, int64_t index, const std::vector<int64_t>& order,
+            SampleStream* stream);
 
   const Dataset& data_;
   int64_t batch_, perEpoch_;
@@ -67,6 +69,7 @@ private:
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Batch>> ready_, free_;
   std::unique_ptr<ThreadPool> pool_; ///< Fills large batches in parallel.
+  std::vector<int64_t> streamIds_;   ///< The batch's samples, from a SampleStream.
   bool stop_ = false;
   std::thread thread_;
 };

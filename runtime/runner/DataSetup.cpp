@@ -30,6 +30,7 @@ Status imageRequirements(const RunOptions& opt, const Plan& plan, bool pixels, i
     std::tie(req.mean, req.stddev) = imagenetNormalization();
   }
   req.skipBadImages = opt.skipBadImages;
+  req.shuffleBuffer = opt.shuffleBuffer;
   req.rank = rank;
   req.ranks = ranks;
   return Status::ok();

@@ -387,7 +387,8 @@ Expected<std::unique_ptr<Dataset>> openDataset(const std::string& spec, Split sp
                                                 req.skipBadImages));
     } else {
       HGP_ASSIGN_OR_RETURN(src, openTarShards(rest, req.rank, req.ranks, split == Split::Test ? req.trainClasses
-                                                                              : std::vector<std::string>{}));
+                                                                              : std::vector<std::string>{},
+                                              req.shuffleBuffer));
     }
     return imageData(std::move(src), split, req);
   } else if (kind == "npy") {

@@ -24,6 +24,17 @@
 
 namespace hgp {
 
+/// The samples of one epoch in the order a streamed source (tar shards) reads them: the source
+/// reads their bytes front to back ahead of the loader (ShardStream.h), so each sample must be
+/// asked for through Dataset::get or getPixels once, in this order.
+class SampleStream {
+public:
+  virtual ~SampleStream() = default;
+  /// Appends the next `n` samples' indices to `ids` (fewer at the epoch's end) and reads their
+  /// data, so that the get calls that follow find it in memory.
+  virtual Status next(int64_t n, std::vector<int64_t>& ids) = 0;
+};
+
 class Dataset {
 public:
   virtual ~Dataset() = default;
@@ -38,8 +49,16 @@ public:
   /// The class names in label order, for data that has them (image folders, shards).
   virtual const std::vector<std::string>* classNames() const { return nullptr; }
   /// The sample order of `epoch`: by default epochOrder (BatchLoader.h) over all samples. Tar
-  /// shards keep each shard's members together, so that a shard is read front to back.
+  /// shards give their streamed order (stream), computed without reading.
   virtual std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const;
+  /// For data that must be read front to back (tar shards), the stream of `epoch` from sample
+  /// `start` of its order on (a resumed run starts mid-epoch); null for data read by index,
+  /// whose order is `order`.
+  virtual std::unique_ptr<SampleStream> stream(bool shuffle, uint64_t seed, int64_t epoch,
+                                               int64_t start) const {
+    (void)shuffle, (void)seed, (void)epoch, (void)start;
+    return nullptr;
+  }
   /// True when this data set holds only this rank's part of the data (tar shards split by
   /// rank): the loader then reads all of it instead of every ranks-th batch.
   virtual bool shardedByRank() const { return false; }
@@ -79,6 +98,8 @@ struct DatasetRequirements {
   /// The plan takes 8-bit pixels (hgpc compile --pixels u8): only image data (image folders,
   /// shards, or 8-bit idx and CIFAR) can feed it; sampleShape is still [C, H, W].
   bool u8Pixels = false;
+  /// Tar shards: the shuffle buffer's size in samples (--shuffle-buffer, ShardStream.h).
+  int64_t shuffleBuffer = 1000;
 };
 
 /// Opens and validates a data set. The error says which file and what is wrong.

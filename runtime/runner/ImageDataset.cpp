@@ -1,6 +1,5 @@
 #include "runtime/runner/ImageDataset.h"
 
-#include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/ImageTransform.h"
 
 #include <algorithm>
@@ -60,18 +59,14 @@ public:
   bool decodes() const override { return true; }
   bool givesPixels() const override { return opt_.pixels; }
 
-  /// Groups (tar shards) in a shuffled order, each group's samples shuffled among themselves.
+  /// A streamed source's order (tar shards through their shuffle buffer), else the default.
   std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const override {
-    auto groups = src_->groups();
-    if (groups.empty()) return Dataset::order(shuffle, seed, epoch);
-    std::vector<int64_t> out;
-    out.reserve(size_t(size()));
-    for (int64_t g : epochOrder(int64_t(groups.size()), shuffle, seed, epoch)) {
-      auto [first, end] = groups[size_t(g)];
-      for (int64_t k : epochOrder(end - first, shuffle, seed ^ (uint64_t(g + 1) * 0xD1B54A32D192ED03ull), epoch))
-        out.push_back(first + k);
-    }
-    return out;
+    std::vector<int64_t> out = src_->order(shuffle, seed, epoch);
+    return out.empty() ? Dataset::order(shuffle, seed, epoch) : out;
+  }
+  std::unique_ptr<SampleStream> stream(bool shuffle, uint64_t seed, int64_t epoch,
+                                       int64_t start) const override {
+    return src_->stream(shuffle, seed, epoch, start);
   }
 
   Status get(int64_t index, int64_t epoch, float* image, int64_t* label) const override {

@@ -35,8 +35,17 @@ public:
   const std::vector<std::string>& classes() const { return classes_; }
   /// True for a source that holds only this rank's part of the data (Dataset::shardedByRank).
   virtual bool shardedByRank() const { return false; }
-  /// Index ranges [first, end) best read together, in order (a tar shard each); empty for none.
-  virtual std::vector<std::pair<int64_t, int64_t>> groups() const { return {}; }
+  /// For a source read front to back (tar shards): the epoch's stream from position `start`
+  /// (Dataset::stream), and the same order computed without reading; null and empty otherwise.
+  virtual std::unique_ptr<SampleStream> stream(bool shuffle, uint64_t seed, int64_t epoch,
+                                               int64_t start) const {
+    (void)shuffle, (void)seed, (void)epoch, (void)start;
+    return nullptr;
+  }
+  virtual std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const {
+    (void)shuffle, (void)seed, (void)epoch;
+    return {};
+  }
 
 protected:
   std::vector<std::string> classes_;
@@ -69,11 +78,13 @@ Expected<std::unique_ptr<ImageSource>> openImageFolder(const std::string& dir,
 /// WebDataset tar shards: PATTERN is a file, a glob (train-*.tar) or a brace range
 /// (train-{000..099}.tar). Each sample is the members sharing a key: key.jpg, key.jpeg or
 /// key.png, and key.cls (the class index as text). With ranks > 1, rank r takes shards r,
-/// r + ranks, ... (sorted by name), so ranks read disjoint files. A shard is indexed once at
-/// open (its headers only) and read in member order. `trainClasses` is unused: shards carry
-/// indices, not names.
+/// r + ranks, ... (sorted by name), so ranks read disjoint files. A shard's headers are indexed
+/// once at open (an offset, a size and a label per sample; no names, no pixels); an epoch then
+/// streams the shards front to back through a shuffle buffer of `shuffleBuffer` samples
+/// (ShardStream.h). `trainClasses` is unused: shards carry indices, not names.
 Expected<std::unique_ptr<ImageSource>> openTarShards(const std::string& pattern, int rank, int ranks,
-                                                     const std::vector<std::string>& trainClasses);
+                                                     const std::vector<std::string>& trainClasses,
+                                                     int64_t shuffleBuffer = 1000);
 
 /// A source over 8-bit images already in memory: `pixels` holds `count` CHW images of `shape`.
 std::unique_ptr<ImageSource> memoryImageSource(std::string what, Shape shape,

@@ -1,5 +1,6 @@
 // TarShards.cpp - WebDataset tar shards as an ImageSource (ImageDataset.h).
 #include "runtime/runner/ImageDataset.h"
+#include "runtime/runner/ShardStream.h"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 
 namespace hgp {
 
@@ -51,10 +54,13 @@ Expected<std::vector<std::string>> expandPattern(const std::string& pattern) {
   return out;
 }
 
+/// One sample of a shard: where its image member's bytes are, and its label. 24 bytes, no
+/// names (name() reads the member's header back for messages).
 struct Member {
-  int shard = 0;
-  int64_t offset = 0, size = 0, label = -1;
-  std::string key;
+  int64_t offset = 0;
+  int64_t size = 0;
+  int32_t label = -1;
+  int32_t shard = 0;
 };
 
 uint64_t octal(const char* p, size_t n) {
@@ -125,7 +131,7 @@ Status indexShard(const std::string& path, int shard, std::vector<Member>& out) 
         std::string key = name.substr(0, dot), ext = name.substr(dot + 1);
         std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
         if (ext == "jpg" || ext == "jpeg" || ext == "png") {
-          images[key] = Member{shard, data, int64_t(size), -1, key};
+          images[key] = Member{data, int64_t(size), -1, shard};
         } else if (ext == "cls") {
           std::string text(small.begin(), small.end());
           char* endp = nullptr;
@@ -148,7 +154,8 @@ Status indexShard(const std::string& path, int shard, std::vector<Member>& out) 
     auto it = labels.find(key);
     if (it == labels.end())
       return bad("shard '" + path + "': image '" + key + "' has no " + key + ".cls");
-    m.label = it->second;
+    if (it->second > INT32_MAX) return bad("shard '" + path + "': the class index of '" + key + "' is too large");
+    m.label = int32_t(it->second);
     found.push_back(m);
   }
   std::sort(found.begin(), found.end(), [](const Member& a, const Member& b) { return a.offset < b.offset; });
@@ -161,37 +168,126 @@ public:
   int64_t size() const override { return int64_t(members_.size()); }
   int64_t label(int64_t i) const override { return members_[size_t(i)].label; }
   std::string name(int64_t i) const override {
-    return shards_[size_t(members_[size_t(i)].shard)] + ":" + members_[size_t(i)].key;
+    // The member's name, from its header (a ustar name of up to 100 bytes), for messages.
+    const Member& m = members_[size_t(i)];
+    const std::string& path = shards_[size_t(m.shard)];
+    std::vector<uint8_t> h;
+    std::string member = "member at byte " + std::to_string(m.offset);
+    if (m.offset >= 512 && readOnce(path, m.offset - 512, 512, h))
+      member = std::string(reinterpret_cast<const char*>(h.data()), strnlen(reinterpret_cast<const char*>(h.data()), 100));
+    return path + ":" + member;
   }
   std::string describe() const override {
     return "tar shards " + pattern_ + " (" + std::to_string(shards_.size()) + " shards, " +
-           std::to_string(size()) + " images" + (ranks_ > 1 ? " on this rank" : "") + ")";
+           std::to_string(size()) + " images" + (ranks_ > 1 ? " on this rank" : "") +
+           ", shuffle buffer " + std::to_string(buffer_) + ")";
   }
   bool shardedByRank() const override { return ranks_ > 1; }
-  std::vector<std::pair<int64_t, int64_t>> groups() const override { return groups_; }
+  std::unique_ptr<SampleStream> stream(bool shuffle, uint64_t seed, int64_t epoch,
+                                       int64_t start) const override;
+  std::vector<int64_t> order(bool shuffle, uint64_t seed, int64_t epoch) const override {
+    ShardSequence seq(groups_, shuffle, seed, epoch, buffer_);
+    std::vector<int64_t> out;
+    out.reserve(size_t(size()));
+    for (int64_t id; (id = seq.next(nullptr)) >= 0;) out.push_back(id);
+    return out;
+  }
 
+  /// A streamed sample's bytes, taken out of the stream's hand-over; any other sample (a bad
+  /// image's replacement, a padded evaluation row) is read on its own.
   Status read(int64_t i, std::vector<uint8_t>& bytes, Image&) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = ready_.find(i);
+      if (it != ready_.end()) {
+        bytes.swap(it->second);
+        ready_.erase(it);
+        return Status::ok();
+      }
+    }
     const Member& m = members_[size_t(i)];
-    int fd = ::open(shards_[size_t(m.shard)].c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status(ErrorCode::Io, std::string("cannot open the shard: ") + std::strerror(errno));
-    bytes.resize(size_t(m.size));
-    bool ok = preadAll(fd, bytes.data(), bytes.size(), m.offset);
-    ::close(fd);
-    if (!ok) return Status(ErrorCode::Io, "cannot read the shard member");
-    return Status::ok();
+    return readOnce(shards_[size_t(m.shard)], m.offset, m.size, bytes);
+  }
+  /// Hands a streamed sample's bytes to the read() that follows.
+  void handOver(int64_t i, std::vector<uint8_t> bytes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_[i] = std::move(bytes);
   }
 
   std::string pattern_;
   int ranks_ = 1;
+  int64_t buffer_ = 1000;
   std::vector<std::string> shards_;
   std::vector<Member> members_;
   std::vector<std::pair<int64_t, int64_t>> groups_;
+
+private:
+  mutable std::mutex mu_;
+  mutable std::unordered_map<int64_t, std::vector<uint8_t>> ready_;
 };
+
+/// One epoch of a TarShardSource: the shards in the sequence's order, each read front to back
+/// by one SequentialFile; the buffer's samples are held as bytes until they are taken.
+class TarStream final : public SampleStream {
+public:
+  TarStream(const TarShardSource& src, bool shuffle, uint64_t seed, int64_t epoch, int64_t start)
+      : src_(src), seq_(src.groups_, shuffle, seed, epoch, src.buffer_), start_(start) {}
+
+  Status next(int64_t n, std::vector<int64_t>& ids) override {
+    if (start_ > 0) HGP_TRY(resume());
+    for (int64_t k = 0; k < n; ++k) {
+      entered_.clear();
+      int64_t id = seq_.next(&entered_);
+      for (int64_t e : entered_) {
+        const Member& m = src_.members_[size_t(e)];
+        if (file_.path().empty() || m.shard != shard_) {
+          HGP_TRY(file_.open(src_.shards_[size_t(m.shard)], m.offset));
+          shard_ = m.shard;
+        }
+        HGP_TRY(file_.read(m.offset, m.size, held_[e]));
+      }
+      if (id < 0) break;
+      auto it = held_.find(id);
+      src_.handOver(id, std::move(it->second));
+      held_.erase(it);
+      ids.push_back(id);
+    }
+    return Status::ok();
+  }
+
+private:
+  /// Mid-epoch: replays the sequence to `start_` over indices alone, then reads the samples
+  /// the buffer holds there, one read each (at most the buffer's size, once per resume).
+  Status resume() {
+    seq_.skip(start_);
+    start_ = 0;
+    for (int64_t id : seq_.buffered()) {
+      const Member& m = src_.members_[size_t(id)];
+      HGP_TRY(readOnce(src_.shards_[size_t(m.shard)], m.offset, m.size, held_[id]));
+    }
+    return Status::ok();
+  }
+
+  const TarShardSource& src_;
+  ShardSequence seq_;
+  int64_t start_;
+  SequentialFile file_;
+  int32_t shard_ = -1;
+  std::vector<int64_t> entered_;
+  std::unordered_map<int64_t, std::vector<uint8_t>> held_;
+};
+
+std::unique_ptr<SampleStream> TarShardSource::stream(bool shuffle, uint64_t seed, int64_t epoch,
+                                                     int64_t start) const {
+  return std::make_unique<TarStream>(*this, shuffle, seed, epoch, start);
+}
 
 } // namespace
 
 Expected<std::unique_ptr<ImageSource>> openTarShards(const std::string& pattern, int rank, int ranks,
-                                                     const std::vector<std::string>&) {
+                                                     const std::vector<std::string>&,
+                                                     int64_t shuffleBuffer) {
+  if (shuffleBuffer < 1) return Status(ErrorCode::Usage, "--shuffle-buffer must be at least 1");
   HGP_ASSIGN_OR_RETURN(std::vector<std::string> all, expandPattern(pattern));
   if (int(all.size()) < ranks)
     return bad("shards: " + std::to_string(all.size()) + " shards cannot be split over " +
@@ -201,13 +297,14 @@ Expected<std::unique_ptr<ImageSource>> openTarShards(const std::string& pattern,
   auto src = std::make_unique<TarShardSource>();
   src->pattern_ = pattern;
   src->ranks_ = ranks;
+  src->buffer_ = shuffleBuffer;
   std::vector<int64_t> perRank(size_t(ranks), 0);
   int64_t maxLabel = -1;
   for (size_t s = 0; s < all.size(); ++s) {
     std::vector<Member> members;
     HGP_TRY(indexShard(all[s], 0, members));
     perRank[s % size_t(ranks)] += int64_t(members.size());
-    for (const Member& m : members) maxLabel = std::max(maxLabel, m.label);
+    for (const Member& m : members) maxLabel = std::max<int64_t>(maxLabel, m.label);
     if (int(s % size_t(ranks)) != rank) continue;
     int shard = int(src->shards_.size());
     src->shards_.push_back(all[s]);

@@ -55,6 +55,7 @@ struct RunOptions {
   AugmentFlags augment;
   unsigned loaderThreads = 0;
   bool skipBadImages = true;
+  int64_t shuffleBuffer = 1000; ///< Tar shards: the shuffle buffer's size (ShardStream.h).
   /// Data parallelism (docs/distributed.md): the rendezvous directory for MPI launches, and how
   /// long a rank waits for progress before it declares a peer failed.
   std::string rendezvous;

@@ -8,8 +8,9 @@
 //   hgp_image_tool center FILE C RESIZE W H OUT.raw                    Resize + CenterCrop
 //   hgp_image_tool pad FILE C W H PADDING U1 U2 OUT.raw                RandomCrop with padding
 //   hgp_image_tool list DIR                                            ImageFolder: "label path"
-//   hgp_image_tool shards PATTERN RANK RANKS                           rank RANK's tar shard
-//       samples, in one epoch's order with shuffling (seed 1): "label shard:key"
+//   hgp_image_tool shards PATTERN RANK RANKS [BUFFER]                  rank RANK's tar shard
+//       samples, in one epoch's streamed order with shuffling (seed 1) through a shuffle
+//       buffer of BUFFER samples (default 1000): "label shard:member"
 // Prints "W H" of the written image. Exit code 5 for a bad image, with the message.
 #include "runtime/runner/ImageDataset.h"
 #include "runtime/runner/ImageTransform.h"
@@ -69,8 +70,9 @@ int main(int argc, char** argv) {
       std::printf("%lld %s\n", (long long)(*src)->label(i), (*src)->name(i).c_str());
     return 0;
   }
-  if (cmd == "shards" && argc == 5) {
-    auto src = openTarShards(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), {});
+  if (cmd == "shards" && (argc == 5 || argc == 6)) {
+    auto src = openTarShards(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), {},
+                             argc == 6 ? std::atoll(argv[5]) : 1000);
     if (!src) return fail(src.status());
     std::vector<std::string> names;
     std::vector<int64_t> labels;

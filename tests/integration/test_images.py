@@ -296,13 +296,14 @@ class ShardsAndCifarTest(ImageTestCase):
 
     def test_shards_are_split_over_ranks(self):
         # 50 samples in 5 shards of 10: with 2 ranks, rank 0 reads shards 0, 2, 4 and rank 1
-        # shards 1 and 3; both train on the smaller share (20), and an epoch reads one shard's
-        # samples together (a shard at a time).
+        # shards 1 and 3; both train on the smaller share (20), and with a shuffle buffer of one
+        # sample an epoch reads one shard's samples together (a shard at a time, front to back;
+        # tests/unit/ShardStreamTest.cpp checks larger buffers and the reads themselves).
         self.make("shards", self.path("sh"), "--per-class", 5, "--per-shard", 10)
         pattern = self.path("sh/shard-*.tar")
 
-        def read(rank, ranks):
-            rows = [l.split(" ", 1) for l in tool("shards", pattern, rank, ranks).splitlines()]
+        def read(rank, ranks, buffer=1):
+            rows = [l.split(" ", 1) for l in tool("shards", pattern, rank, ranks, buffer).splitlines()]
             return [(int(label), name.rsplit(":", 1)[0], name) for label, name in rows]
 
         whole = read(0, 1)
