@@ -2,9 +2,9 @@
 //
 // Adds the i64 state `iter`, the number of training iterations run so far. It lives on the
 // device so that a replayed CUDA graph sees a new value every step without the host. Every
-// Dropout (and every Bernoulli, stochastic depth's mask) takes it as its second input: its mask is
-// Philox keyed by (seed, site key) with the counter (iter, element), reproducible and
-// recomputable by its backward.
+// Dropout (and every Bernoulli, stochastic depth's mask, and RandomNormal) takes it as its second
+// input: its draw is Philox keyed by (seed, site key) with the counter (iter, element),
+// reproducible and recomputable by its backward.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "passes/Pass.h"
@@ -18,7 +18,8 @@ Status runAddStepCounter(Graph& g, PassContext& ctx) {
     HGP_ASSIGN_OR_RETURN(iter, g.addGraphValue(names::kIter, TensorRole::State, {DType::I64, {}}));
   }
   for (Node* n : std::vector<Node*>(g.nodes())) {
-    bool random = n->op() == OpKind::Dropout || n->op() == OpKind::Bernoulli;
+    bool random = n->op() == OpKind::Dropout || n->op() == OpKind::Bernoulli ||
+                  n->op() == OpKind::RandomNormal;
     if (!random || n->numInputs() == 2) continue;
     AttrMap a = n->attrs();
     a.setInt("seed", int64_t(ctx.train.seed));

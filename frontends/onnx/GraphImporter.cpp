@@ -273,6 +273,17 @@ private:
       if (vi.has_type() && vi.type().has_tensor_type() && vi.type().tensor_type().elem_type()) {
         auto dt = dtypeFromOnnx(vi.type().tensor_type().elem_type(), "graph output '" + name + "'");
         if (!dt) return dt.takeStatus();
+        if (*dt == DType::Bool && isFloatDType(v->dtype()) && ctx_.boolMasks.count(name)) {
+          // A 0/1 mask (the IR's bool) leaves the graph as ONNX's bool: a Cast, which takes the
+          // output's name.
+          if (ctx_.graph.findValue(name) == v)
+            HGP_TRY(ctx_.graph.renameValue(v, ctx_.graph.uniqueName(name + ".mask")));
+          AttrMap a;
+          a.setString("to", dtypeName(DType::Bool));
+          HGP_ASSIGN_OR_RETURN(Node * cast, ctx_.graph.addNode(OpKind::Cast, {v}, a,
+                                                               ctx_.graph.uniqueName(name + ".cast")));
+          v = cast->output(0);
+        }
         if (*dt != v->dtype())
           return invalid("graph output '" + name + "' is declared " + dtypeName(*dt) +
                          " but computes " + dtypeName(v->dtype()));

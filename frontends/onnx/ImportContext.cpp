@@ -44,9 +44,6 @@ Expected<Value*> OnnxNode::input(size_t i) {
     return fail("reads the draw of RandomUniformLike '" + name +
                 "', which hgpc supports only compared with a constant (Less or Greater: a "
                 "Bernoulli mask, as torch exports bernoulli_)");
-  if (ctx_.boolMasks.count(name) && opType() != "Cast")
-    return fail("reads the random mask '" + name +
-                "' as a bool tensor; hgpc supports random masks only cast to float");
   auto it = ctx_.values.find(name);
   if (it != ctx_.values.end()) return it->second;
   TensorDataPtr t;

@@ -53,8 +53,9 @@ struct ImportContext {
   /// RandomUniformLike results not imported yet: the draw becomes a Bernoulli mask when a Less
   /// or Greater compares it with a constant (importers/RandomImporters.cpp). Name -> the node.
   std::unordered_map<std::string, const onnx::NodeProto*> uniformDraws;
-  /// ONNX bool values that are f32 0/1 masks in the IR (a Bernoulli's result); only a Cast to
-  /// float (or bool) may read them.
+  /// ONNX bool values that are 0/1 masks of a float dtype in the IR (a comparison's, Not's or a
+  /// Bernoulli's result; importers/CompareImporters.cpp). A Cast to float takes the mask as it
+  /// is; a graph output declared bool gets a Cast to bool.
   std::set<std::string> boolMasks;
   /// BatchNormalization nodes seen, by mode (OnnxModelInfo's counts).
   int64_t trainingBatchNorms = 0, retrainedBatchNorms = 0, frozenBatchNorms = 0;

@@ -1,4 +1,5 @@
-// Shape rules for broadcasting binary ops and the n-ary Sum.
+// Shape rules for broadcasting binary ops (arithmetic, Max/Min, comparisons), the n-ary Sum and
+// Where. Comparisons give a 0/1 mask of the operands' dtype (OpList.def, "Comparisons").
 #include "ir/OpInfo.h"
 
 namespace hgp {
@@ -17,6 +18,21 @@ Status inferAdd(InferContext& ctx) { return binary(ctx); }
 Status inferSub(InferContext& ctx) { return binary(ctx); }
 Status inferMul(InferContext& ctx) { return binary(ctx); }
 Status inferDiv(InferContext& ctx) { return binary(ctx); }
+Status inferMax(InferContext& ctx) { return binary(ctx); }
+Status inferMin(InferContext& ctx) { return binary(ctx); }
+Status inferLess(InferContext& ctx) { return binary(ctx); }
+Status inferGreater(InferContext& ctx) { return binary(ctx); }
+Status inferEqual(InferContext& ctx) { return binary(ctx); }
+
+Status inferWhere(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "the condition mask"));
+  HGP_TRY(requireSameFloat(ctx, 1, 0, "A"));
+  HGP_TRY(requireSameFloat(ctx, 2, 0, "B"));
+  HGP_ASSIGN_OR_RETURN(Shape y, broadcastShapes(ctx.in(0).shape, ctx.in(1).shape));
+  HGP_ASSIGN_OR_RETURN(y, broadcastShapes(y, ctx.in(2).shape));
+  ctx.outputs = {{ctx.in(1).dtype, y}};
+  return Status::ok();
+}
 
 Status inferSum(InferContext& ctx) {
   Shape y;

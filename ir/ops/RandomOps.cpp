@@ -1,5 +1,7 @@
-// Shape rules for Dropout and its gradient.
+// Shape rules for Dropout and its gradient, Bernoulli and RandomNormal.
 #include "ir/OpInfo.h"
+
+#include <cmath>
 
 namespace hgp {
 
@@ -36,6 +38,16 @@ Status inferBernoulli(InferContext& ctx) {
   HGP_TRY(requireFloat(ctx, 0, "X"));
   double p = ctx.attrs.getFloat("p", -1);
   if (!(p >= 0 && p <= 1)) return ctx.fail("Bernoulli p must be in [0, 1]");
+  if (ctx.numInputs() == 2) HGP_TRY(checkIter(ctx, 1));
+  ctx.outputs = {ctx.in(0)};
+  return Status::ok();
+}
+
+Status inferRandomNormal(InferContext& ctx) {
+  HGP_TRY(requireFloat(ctx, 0, "X"));
+  double scale = ctx.attrs.getFloat("scale", 1.0), mean = ctx.attrs.getFloat("mean", 0.0);
+  if (!std::isfinite(scale) || !std::isfinite(mean))
+    return ctx.fail("RandomNormal mean and scale must be finite");
   if (ctx.numInputs() == 2) HGP_TRY(checkIter(ctx, 1));
   ctx.outputs = {ctx.in(0)};
   return Status::ok();

@@ -1,4 +1,4 @@
-// Shape rules for reductions: ReduceMean and ReduceSum.
+// Shape rules for reductions: ReduceMean, ReduceSum and ReduceMax.
 #include "ir/OpInfo.h"
 
 namespace hgp {
@@ -28,5 +28,6 @@ Status reduce(InferContext& ctx) {
 
 Status inferReduceMean(InferContext& ctx) { return reduce(ctx); }
 Status inferReduceSum(InferContext& ctx) { return reduce(ctx); }
+Status inferReduceMax(InferContext& ctx) { return reduce(ctx); }
 
 } // namespace hgp

@@ -155,11 +155,15 @@ Status inferExpand(InferContext& ctx) {
 }
 
 Status inferCast(InferContext& ctx) {
-  HGP_TRY(requireFloat(ctx, 0, "input"));
+  // Between the float dtypes, or between one of them and bool (a graph boundary's bool).
+  bool fromBool = ctx.in(0).dtype == DType::Bool;
+  if (!fromBool) HGP_TRY(requireFloat(ctx, 0, "input"));
   std::string to = ctx.attrs.getString("to");
   Expected<DType> t = parseDType(to);
-  if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::F16))
-    return ctx.fail("Cast to '" + to + "': only f32, bf16 and f16 are supported");
+  bool toFloat = t && (*t == DType::F32 || *t == DType::BF16 || *t == DType::F16);
+  if (!t || (!toFloat && *t != DType::Bool) || (fromBool && !toFloat))
+    return ctx.fail("Cast to '" + to + "': only f32, bf16 and f16, and bool from and to them, are "
+                    "supported");
   ctx.outputs = {{*t, ctx.in(0).shape}};
   return Status::ok();
 }

@@ -79,6 +79,8 @@ Status gradExpand(GradContext& ctx) {
 }
 
 Status gradCast(GradContext& ctx) {
+  // A bool (a graph boundary's 0/1 byte) carries no gradient, either way.
+  if (ctx.in(0)->dtype() == DType::Bool || ctx.out(0)->dtype() == DType::Bool) return Status::ok();
   AttrMap a;
   a.setString("to", dtypeName(ctx.in(0)->dtype()));
   HGP_ASSIGN_OR_RETURN(Value * dx, ctx.emit1(OpKind::Cast, {ctx.outGrad(0)}, a));

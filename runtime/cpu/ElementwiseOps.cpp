@@ -1,4 +1,5 @@
-// ElementwiseOps.cpp - CPU executors for Add, Sub, Mul, Div and Sum with numpy broadcasting.
+// ElementwiseOps.cpp - CPU executors for Add, Sub, Mul, Div, Max, Min, the comparisons Less,
+// Greater and Equal (0/1 masks), Sum and Where, with numpy broadcasting.
 //
 // Equal shapes and scalar operands take flat loops. Everything else goes through one strided
 // loop: both operands are viewed with broadcast strides (0 along broadcast dims), adjacent dims
@@ -93,6 +94,54 @@ Status execMul(KernelArgs& a) {
 }
 Status execDiv(KernelArgs& a) {
   return binaryOp(a, [](float x, float y) { return x / y; });
+}
+
+// NaN wins Max and Min, as in torch.maximum; at a tie either operand is the result.
+Status execMax(KernelArgs& a) {
+  return binaryOp(a, [](float x, float y) { return x != x ? x : (y != y ? y : (x > y ? x : y)); });
+}
+Status execMin(KernelArgs& a) {
+  return binaryOp(a, [](float x, float y) { return x != x ? x : (y != y ? y : (x < y ? x : y)); });
+}
+Status execLess(KernelArgs& a) {
+  return binaryOp(a, [](float x, float y) { return x < y ? 1.f : 0.f; });
+}
+Status execGreater(KernelArgs& a) {
+  return binaryOp(a, [](float x, float y) { return x > y ? 1.f : 0.f; });
+}
+Status execEqual(KernelArgs& a) {
+  return binaryOp(a, [](float x, float y) { return x == y ? 1.f : 0.f; });
+}
+
+/// Y = C != 0 ? A : B, each operand read through its broadcast strides, element by element.
+Status execWhere(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 1, 1));
+  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
+  HGP_TRY(checkF32(a, a.out[0], "result"));
+  const Shape& y = *a.out[0].shape;
+  for (const auto& v : a.in)
+    if (!broadcastsTo(*v.shape, y))
+      return a.fail("operand " + str(*v.shape) + " does not broadcast to " + str(y));
+  std::vector<int64_t> sc = broadcastStrides(*a.in[0].shape, y),
+                       sa = broadcastStrides(*a.in[1].shape, y),
+                       sb = broadcastStrides(*a.in[2].shape, y);
+  const float *c = a.in[0].f32(), *pa = a.in[1].f32(), *pb = a.in[2].f32();
+  float* out = a.out[0].f32();
+  int64_t n = numElements(y), r = int64_t(y.size());
+  parallelElementwise(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      int64_t oc = 0, oa = 0, ob = 0, rem = i;
+      for (int64_t d = r - 1; d >= 0; --d) {
+        int64_t idx = rem % y[size_t(d)];
+        rem /= y[size_t(d)];
+        oc += idx * sc[size_t(d)];
+        oa += idx * sa[size_t(d)];
+        ob += idx * sb[size_t(d)];
+      }
+      out[i] = c[oc] != 0.f ? pa[oa] : pb[ob];
+    }
+  });
+  return Status::ok();
 }
 
 Status execSum(KernelArgs& a) {

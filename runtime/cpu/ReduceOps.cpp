@@ -1,14 +1,18 @@
-// ReduceOps.cpp - CPU executors for ReduceMean and ReduceSum.
+// ReduceOps.cpp - CPU executors for ReduceMean, ReduceSum and ReduceMax.
 //
-// Sums accumulate in double. The reduced dims are walked with strides 0 in the output, so one
+// Sums accumulate in double; a maximum lets NaN win, as torch.amax does. The reduced dims are walked with strides 0 in the output, so one
 // loop serves every axis set; empty `axes` copies X unchanged.
 #include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
 
 namespace hgp::cpu {
 
 namespace {
 
-Status reduce(KernelArgs& a, bool mean) {
+enum class Kind { Sum, Mean, Max };
+
+Status reduce(KernelArgs& a, Kind kind) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkF32(a, a.in[0], "X"));
   HGP_TRY(checkF32(a, a.out[0], "Y"));
@@ -42,13 +46,22 @@ Status reduce(KernelArgs& a, bool mean) {
         base += rem % keptShape[size_t(d)] * keptStrides[size_t(d)];
         rem /= keptShape[size_t(d)];
       }
+      if (kind == Kind::Max) {
+        float m = -INFINITY;
+        forEachStrided(redShape, redStrides, base, [&](int64_t, int64_t off) {
+          float v = xp[off];
+          if (v != v || v > m) m = m != m ? m : v;
+        });
+        yp[j] = m;
+        continue;
+      }
       double sum = 0;
       if (redShape.size() == 1) {
         for (int64_t i = 0; i < redShape[0]; ++i) sum += xp[base + i * redStrides[0]];
       } else {
         forEachStrided(redShape, redStrides, base, [&](int64_t, int64_t off) { sum += xp[off]; });
       }
-      yp[j] = float(mean ? sum / double(count) : sum);
+      yp[j] = float(kind == Kind::Mean ? sum / double(count) : sum);
     }
   });
   return Status::ok();
@@ -57,10 +70,13 @@ Status reduce(KernelArgs& a, bool mean) {
 } // namespace
 
 Status execReduceMean(KernelArgs& a) {
-  return reduce(a, /*mean=*/true);
+  return reduce(a, Kind::Mean);
 }
 Status execReduceSum(KernelArgs& a) {
-  return reduce(a, /*mean=*/false);
+  return reduce(a, Kind::Sum);
+}
+Status execReduceMax(KernelArgs& a) {
+  return reduce(a, Kind::Max);
 }
 
 } // namespace hgp::cpu

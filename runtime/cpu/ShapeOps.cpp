@@ -236,7 +236,25 @@ Status castInto(const KernelArgs& a, const TensorView& x, const TensorView& y, D
   if (*x.shape != *y.shape) return a.fail("Cast changes the shape");
   if (to != y.dtype && y.dtype != DType::F32) return a.fail("result dtype is not 'to'");
   auto floatOk = [](DType t) { return t == DType::F32 || isHalfDType(t); };
-  if (!floatOk(x.dtype) || !floatOk(y.dtype)) return a.fail("Cast supports f32, bf16 and f16 only");
+  if (x.dtype == DType::Bool && floatOk(y.dtype)) { // a bool graph input: 0 or 1
+    const uint8_t* b = x.as<uint8_t>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float v = b[i] ? 1.f : 0.f;
+      if (y.dtype == DType::F32) y.f32()[i] = v;
+      else storeHalf(y.dtype, y.as<uint16_t>(), i, v);
+    }
+    return Status::ok();
+  }
+  if (floatOk(x.dtype) && y.dtype == DType::Bool) { // a bool graph output: X != 0
+    uint8_t* b = y.as<uint8_t>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float v = x.dtype == DType::F32 ? x.f32()[i] : loadHalf(x.dtype, x.as<uint16_t>(), i);
+      b[i] = v != 0.f ? 1 : 0;
+    }
+    return Status::ok();
+  }
+  if (!floatOk(x.dtype) || !floatOk(y.dtype))
+    return a.fail("Cast supports f32, bf16 and f16, and bool from and to them, only");
   parallelElementwise(x.numel(), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float v = x.dtype == DType::F32 ? x.f32()[i] : loadHalf(x.dtype, x.as<uint16_t>(), i);

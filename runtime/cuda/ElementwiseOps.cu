@@ -1,4 +1,5 @@
-// CUDA executors for Add, Sub, Mul, Div and the n-ary Sum, with numpy broadcasting
+// CUDA executors for Add, Sub, Mul, Div, Max, Min, the comparisons Less, Greater and Equal (0/1
+// masks of the operands' dtype), the n-ary Sum and Where, with numpy broadcasting
 // (ElementwiseOps.cpp on the CPU).
 //
 // Each operand is mapped onto the result's flat index i in one of three ways, chosen on the host
@@ -36,12 +37,18 @@ template <typename T> __device__ __forceinline__ float load(const OperandMap& m,
   }
 }
 
-enum class BinOp : int { Add, Sub, Mul, Div };
+enum class BinOp : int { Add, Sub, Mul, Div, Max, Min, Less, Greater, Equal };
 
 template <BinOp Op> __device__ __forceinline__ float apply(float x, float y) {
   if constexpr (Op == BinOp::Add) return __fadd_rn(x, y);
   if constexpr (Op == BinOp::Sub) return __fsub_rn(x, y);
   if constexpr (Op == BinOp::Mul) return __fmul_rn(x, y);
+  // NaN wins Max and Min (torch.maximum), as on the CPU.
+  if constexpr (Op == BinOp::Max) return x != x ? x : (y != y ? y : (x > y ? x : y));
+  if constexpr (Op == BinOp::Min) return x != x ? x : (y != y ? y : (x < y ? x : y));
+  if constexpr (Op == BinOp::Less) return x < y ? 1.f : 0.f;
+  if constexpr (Op == BinOp::Greater) return x > y ? 1.f : 0.f;
+  if constexpr (Op == BinOp::Equal) return x == y ? 1.f : 0.f;
   return x / y;
 }
 
@@ -77,6 +84,13 @@ __global__ void sameShapeKernel(const void* a, const void* b, void* y, int64_t n
 template <BinOp Op, typename T>
 __global__ void broadcastKernel(OperandMap a, OperandMap b, T* y, int64_t n) {
   HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(apply<Op>(load<T>(a, i), load<T>(b, i)));
+}
+
+/// Where: the selected operand's value itself (no arithmetic), so an inf or NaN in the other one
+/// stays out.
+template <typename T>
+__global__ void whereKernel(OperandMap c, OperandMap a, OperandMap b, T* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(load<T>(c, i) != 0.f ? load<T>(a, i) : load<T>(b, i));
 }
 
 constexpr int kMaxSum = 8;
@@ -239,6 +253,42 @@ Status execMul(CudaArgs& a) {
 }
 Status execDiv(CudaArgs& a) {
   return binaryOp<BinOp::Div>(a);
+}
+Status execMax(CudaArgs& a) {
+  return binaryOp<BinOp::Max>(a);
+}
+Status execMin(CudaArgs& a) {
+  return binaryOp<BinOp::Min>(a);
+}
+Status execLess(CudaArgs& a) {
+  return binaryOp<BinOp::Less>(a);
+}
+Status execGreater(CudaArgs& a) {
+  return binaryOp<BinOp::Greater>(a);
+}
+Status execEqual(CudaArgs& a) {
+  return binaryOp<BinOp::Equal>(a);
+}
+
+Status execWhere(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 1, 1));
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
+  for (const auto& v : a.in) HGP_TRY(checkDType(a, v, a.out[0].dtype, "operand"));
+  const Shape& y = *a.out[0].shape;
+  OperandMap m[3];
+  for (size_t k = 0; k < 3; ++k) {
+    if (!broadcastsTo(*a.in[k].shape, y))
+      return a.fail("operand " + shapeToString(*a.in[k].shape) + " does not broadcast to " +
+                    shapeToString(y));
+    HGP_TRY(mapOperand(a, a.in[k].data, *a.in[k].shape, y, m[k]));
+  }
+  int64_t n = a.out[0].numel();
+  return dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    whereKernel<T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(m[0], m[1], m[2],
+                                                            a.out[0].as<T>(), n);
+    return checkLaunch(a, "whereKernel");
+  });
 }
 
 /// Sum with pitched operands (OpList.def's HGP_PITCHED): same shapes, 16-byte rows, pitches and

@@ -1,4 +1,5 @@
-// CUDA executors for Dropout and its gradient (RandomOps.cpp on the CPU).
+// CUDA executors for Dropout and its gradient, Bernoulli and RandomNormal (RandomOps.cpp on the
+// CPU).
 //
 // The mask is the CPU's bit for bit: philox4x32 below is runtime/cpu/CpuKernel.cpp's
 // Philox-4x32-10, and element i is kept when the top 24 bits of output (i & 3) of the call with
@@ -113,7 +114,45 @@ template <typename T> __global__ void fillKernel(float v, T* y, int64_t n) {
   HGP_GRID_LOOP(i, n) y[i] = fromFloat<T>(v);
 }
 
+/// RandomNormal: one Philox call per element, Box-Muller in double (OpList.def), as the CPU
+/// computes it; libm's and CUDA's log and cos may differ in the last bit of a double, which
+/// rounding to float almost never shows.
+template <typename T>
+__global__ void normalKernel(uint32_t key0, uint32_t key1, double mean, double scale,
+                             const int64_t* iterPtr, T* y, int64_t n) {
+  uint64_t iter = uint64_t(*iterPtr);
+  HGP_GRID_LOOP(i, n) {
+    uint4 r = philox4x32(make_uint4(uint32_t(uint64_t(i)), uint32_t(uint64_t(i) >> 32),
+                                    uint32_t(iter), uint32_t(iter >> 32)),
+                         key0, key1);
+    double u1 = double((r.x >> 8) + 1) / 16777216.0, u2 = double(r.y >> 8) / 16777216.0;
+    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    y[i] = fromFloat<T>(float(mean + scale * z));
+  }
+}
+
 } // namespace
+
+Status execRandomNormal(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 2, 1, 1));
+  HGP_TRY(checkFloat(a, a.out[0], "result"));
+  HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "result"));
+  double mean = a.attrs().getFloat("mean", 0.0), scale = a.attrs().getFloat("scale", 1.0);
+  int64_t n = a.out[0].numel();
+  if (a.in.size() == 2) HGP_TRY(checkScalar(a, a.in[1], DType::I64, "iter"));
+  uint64_t seed = uint64_t(a.attrs().getInt("seed", 0)), key = uint64_t(a.attrs().getInt("key", 0));
+  uint64_t k = seed ^ (key * 0x9E3779B97F4A7C15ull);
+  return dispatchFloat(a, a.out[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    if (a.in.size() < 2) { // no counter: the expectation
+      fillKernel<T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(float(mean), a.out[0].as<T>(), n);
+      return checkLaunch(a, "fillKernel");
+    }
+    normalKernel<T><<<blocksFor(a, n), kBlock, 0, a.stream>>>(
+        uint32_t(k), uint32_t(k >> 32), mean, scale, a.in[1].as<int64_t>(), a.out[0].as<T>(), n);
+    return checkLaunch(a, "normalKernel");
+  });
+}
 
 Status execBernoulli(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 2, 1, 1));

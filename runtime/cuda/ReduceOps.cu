@@ -1,4 +1,5 @@
-// CUDA executors for ReduceMean and ReduceSum over sorted axes (ReduceOps.cpp on the CPU).
+// CUDA executors for ReduceMean, ReduceSum and ReduceMax over sorted axes (ReduceOps.cpp on the
+// CPU). ReduceMax runs a thread per output, NaN winning as on the CPU.
 //
 // Sums accumulate in double. When the kept dims are one contiguous run, X is [outer, kept,
 // inner] and each output is a "channel": the convolution-bias gradient (every dim but 1) and
@@ -128,6 +129,61 @@ __global__ void reduceGeneralKernel(const T* x, T* y, Dims kept, Dims reduced, i
   }
 }
 
+/// ReduceMax: a thread per output, walking its reduced elements as reduceGeneralKernel does.
+template <typename T>
+__global__ void reduceMaxKernel(const T* x, T* y, Dims kept, Dims reduced, int64_t outputs,
+                                int64_t count) {
+  HGP_GRID_LOOP(j, outputs) {
+    const T* xp = x + stridedOffset(kept, j);
+    int64_t idx[kMaxDims] = {};
+    int64_t off = 0;
+    float m = -INFINITY;
+    int last = reduced.rank - 1;
+    for (int64_t r = 0; r < count; ++r) {
+      float v = toFloat(xp[off]);
+      if (m == m && (v != v || v > m)) m = v;
+      for (int d = last; d >= 0; --d) {
+        if (++idx[d] < reduced.size[d]) {
+          off += reduced.stride[d];
+          break;
+        }
+        off -= reduced.stride[d] * (reduced.size[d] - 1);
+        idx[d] = 0;
+      }
+    }
+    y[j] = fromFloat<T>(m);
+  }
+}
+
+template <typename T> Status reduceMax(CudaArgs& a) {
+  HGP_TRY(checkArity(a, 1, 1, 1, 1));
+  HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
+  const Shape& x = *a.in[0].shape;
+  Expected<ReduceAxes> ax = readReduceAxes(a.attrs(), x);
+  if (!ax) return inStep(a, ax.status());
+  HGP_TRY(checkShape(a, a.out[0], ax->result, "Y"));
+  if (ax->none) return copyTensor(a, a.out[0], a.in[0]);
+  int64_t outputs = a.out[0].numel(), count = a.in[0].numel() / outputs;
+  std::vector<int64_t> xs = stridesOf(x);
+  Shape keptShape, redShape;
+  std::vector<int64_t> keptStrides, redStrides;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 1) continue;
+    (ax->reduced[d] ? redShape : keptShape).push_back(x[d]);
+    (ax->reduced[d] ? redStrides : keptStrides).push_back(xs[d]);
+  }
+  if (keptShape.empty()) keptShape.push_back(1), keptStrides.push_back(0);
+  if (redShape.empty()) redShape.push_back(1), redStrides.push_back(0);
+  coalesceDims(keptShape, {&keptStrides});
+  coalesceDims(redShape, {&redStrides});
+  Dims kept, red;
+  HGP_TRY(toDims(a, keptShape, keptStrides, kept));
+  HGP_TRY(toDims(a, redShape, redStrides, red));
+  reduceMaxKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(
+      a.in[0].as<T>(), a.out[0].as<T>(), kept, red, outputs, count);
+  return checkLaunch(a, "reduceMaxKernel");
+}
+
 template <typename T> Status reduce(CudaArgs& a, bool mean) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
@@ -223,6 +279,10 @@ Status execReduceMean(CudaArgs& a) {
 }
 Status execReduceSum(CudaArgs& a) {
   return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return reduce<decltype(t)>(a, /*mean=*/false); });
+}
+
+Status execReduceMax(CudaArgs& a) {
+  return dispatchFloat(a, a.in[0].dtype, [&](auto t) { return reduceMax<decltype(t)>(a); });
 }
 
 } // namespace hgp::cuda

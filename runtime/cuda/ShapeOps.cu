@@ -329,6 +329,14 @@ __global__ void castKernel(const From* x, To* y, int64_t n) {
   HGP_GRID_LOOP(i, n) y[i] = fromFloat<To>(toFloat(x[i]));
 }
 
+/// Cast from a bool graph input (one byte, 0 or 1) / to a bool graph output (1 where X != 0).
+template <typename To> __global__ void castFromBoolKernel(const uint8_t* x, To* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = fromFloat<To>(x[i] ? 1.f : 0.f);
+}
+template <typename From> __global__ void castToBoolKernel(const From* x, uint8_t* y, int64_t n) {
+  HGP_GRID_LOOP(i, n) y[i] = toFloat(x[i]) != 0.f ? 1 : 0;
+}
+
 /// Up to kCastBatch tensors of a CastGroup, passed by value (about 2 KB of kernel parameters),
 /// so the launch needs no device table. Tensor k owns blocks [first[k], first[k + 1]), each
 /// converting kCastChunk consecutive elements.
@@ -366,13 +374,29 @@ template <typename From, typename To> __global__ void castGroupKernel(CastBatch 
 
 Status execCast(CudaArgs& a) {
   HGP_TRY(checkArity(a, 1, 1, 1, 1));
-  HGP_TRY(checkFloat(a, a.in[0], "X"));
-  HGP_TRY(checkFloat(a, a.out[0], "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   if (a.attrs().getString("to") != dtypeName(a.out[0].dtype))
     return a.fail("the result is not of dtype 'to'");
-  if (a.in[0].dtype == a.out[0].dtype) return copyTensor(a, a.out[0], a.in[0]);
   int64_t n = a.in[0].numel();
+  if (a.in[0].dtype == DType::Bool) {
+    HGP_TRY(checkFloat(a, a.out[0], "Y"));
+    return dispatchFloat(a, a.out[0].dtype, [&](auto to) {
+      using To = decltype(to);
+      castFromBoolKernel<To><<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<uint8_t>(),
+                                                                       a.out[0].as<To>(), n);
+      return checkLaunch(a, "castFromBoolKernel");
+    });
+  }
+  HGP_TRY(checkFloat(a, a.in[0], "X"));
+  if (a.out[0].dtype == DType::Bool)
+    return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
+      using From = decltype(from);
+      castToBoolKernel<From><<<blocksFor(a, n), kBlock, 0, a.stream>>>(a.in[0].as<From>(),
+                                                                       a.out[0].as<uint8_t>(), n);
+      return checkLaunch(a, "castToBoolKernel");
+    });
+  HGP_TRY(checkFloat(a, a.out[0], "Y"));
+  if (a.in[0].dtype == a.out[0].dtype) return copyTensor(a, a.out[0], a.in[0]);
   return dispatchFloat(a, a.in[0].dtype, [&](auto from) {
     using From = decltype(from);
     return dispatchFloat(a, a.out[0].dtype, [&](auto to) {

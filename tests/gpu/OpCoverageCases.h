@@ -242,6 +242,29 @@ inline std::vector<Case> cases(int arch = 90) {
                                    A({{"ratio", 0.3}, {"seed", int64_t(7)}, {"key", int64_t(11)}})),
                                op1(g, OpKind::Mul, {p[0], mask})};
   }));
+  // Max, Min, the comparisons, Where and ReduceMax (with the gradient ops Max, Min and ReduceMax
+  // route through: Equal, Greater, Less, Where, ReduceSum), RandomNormal.
+  c.push_back(graphCase("selection", {{2, 3, 4}, {3, 1}, {2, 3, 4}}, [=](Graph& g, auto& p) {
+    Value* it = addValue(g, "iter", TensorRole::State, {DType::I64, {}}, scalarI64(5));
+    Value* gt = op1(g, OpKind::Greater, {p[0], p[2]});
+    Value* lt = op1(g, OpKind::Less, {p[1], p[0]});
+    Value* eq = op1(g, OpKind::Equal, {p[0], op1(g, OpKind::Max, {p[0], p[2]})});
+    Value* normal = op1(g, OpKind::RandomNormal, {p[2], it},
+                        A({{"mean", 0.5}, {"scale", 2.0}, {"seed", int64_t(3)}, {"key", int64_t(4)}}));
+    return std::vector<Value*>{
+        op1(g, OpKind::Max, {p[0], p[1]}), op1(g, OpKind::Min, {p[0], p[1]}),
+        op1(g, OpKind::Where, {gt, p[0], p[1]}), op1(g, OpKind::Mul, {p[2], lt}),
+        op1(g, OpKind::Mul, {p[0], eq}), op1(g, OpKind::Mul, {p[2], normal}),
+        op1(g, OpKind::ReduceMax, {p[0]}, A({{"axes", I{1}}, {"keepdims", int64_t(0)}})),
+        op1(g, OpKind::ReduceMax, {p[2]}, A({{"axes", I{0, 2}}, {"keepdims", int64_t(1)}}))};
+  }));
+  // The Casts of a graph boundary's bool: f32 -> bool -> f32.
+  c.push_back(plainCase("bool-casts", [=](Graph& g) {
+    Value* x = addValue(g, "x", TensorRole::Param, {DType::F32, {3, 5}});
+    Value* b = op1(g, OpKind::Cast, {op1(g, OpKind::Sub, {x, x})}, A({{"to", std::string("bool")}}));
+    Value* b2 = op1(g, OpKind::Cast, {x}, A({{"to", std::string("bool")}}));
+    return std::vector<Value*>{b, op1(g, OpKind::Cast, {b2}, A({{"to", std::string("f32")}}))};
+  }));
   c.push_back(graphCase("losses", {{4, 10}, {4, 10}}, [=](Graph& g, auto& p) {
     Value* labels = addValue(g, "labels", TensorRole::Input, {DType::I64, {4}}); // [0, 10)
     Value* hot = op1(g, OpKind::OneHot, {labels}, A({{"depth", int64_t(10)}}));

@@ -77,7 +77,26 @@ MODELS = {
     "regnet_x_400mf": (lambda: tvm.regnet_x_400mf(num_classes=10), (3, 64, 64), 4),
     "regnet_y_400mf": (lambda: tvm.regnet_y_400mf(num_classes=10), (3, 64, 64), 4),
     "efficientnet_v2_s": (lambda: tvm.efficientnet_v2_s(num_classes=10, stochastic_depth_prob=0.0), (3, 64, 64), 4),
+    # Issue 23's selection ops in a trainable graph (SelectNet below): torch.where on a
+    # comparison, torch.maximum and torch.minimum (one operand broadcast from a parameter) and
+    # amax, which export as Greater, Where, Max, Min and ReduceMax.
+    "select_net": (lambda: SelectNet(), (3, 16, 16), 4),
 }
+
+
+class SelectNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(3, 8, 3, padding=1)
+        self.floor = nn.Parameter(torch.linspace(-0.2, 0.2, 8).reshape(8, 1, 1))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        a, b = self.a(x), self.b(x)
+        m = torch.maximum(a, self.floor)
+        y = torch.where(a > b, m, torch.minimum(b, 0.5 * a))
+        return self.fc(torch.cat([y.amax(dim=(2, 3)), torch.amax(b, dim=3).mean(dim=2)], 1))
 
 
 def resnet_reduced(**kw):

@@ -378,6 +378,41 @@ TEST(AutodiffTest, ReductionsAndSoftmax) {
     });
 }
 
+// Where, Max, Min and ReduceMax route the gradient; at random points (no ties, no decision within
+// eps of flipping) central differences see exactly that routing.
+TEST(AutodiffTest, SelectionOps) {
+  for (OpKind op : {OpKind::Max, OpKind::Min})
+    checkGradients(opName(op), {{DType::F32, {2, 3, 4}}, {DType::F32, {3, 1}}},
+                   [&](Graph& g, const std::vector<Value*>& p) { return op1(g, op, {p[0], p[1]}); });
+  // Where with a constant mask over [2, 3, 4], A broadcast from [3, 1], B full.
+  checkGradients("where", {{DType::F32, {3, 1}}, {DType::F32, {2, 3, 4}}},
+                 [](Graph& g, const std::vector<Value*>& p) -> Expected<Value*> {
+                   TensorType mt{DType::F32, {2, 1, 4}};
+                   auto m = std::make_shared<TensorData>();
+                   m->type = mt;
+                   m->bytes.resize(size_t(mt.bytes()));
+                   float* f = reinterpret_cast<float*>(m->bytes.data());
+                   for (int64_t i = 0; i < mt.numElements(); ++i) f[i] = float((i * 5 + 1) % 3 == 0);
+                   HGP_ASSIGN_OR_RETURN(Value * c, g.addGraphValue("mask", TensorRole::Const, mt, m));
+                   return op1(g, OpKind::Where, {c, p[0], p[1]});
+                 });
+  // Where with a mask computed from the parameters themselves (Greater), as torch.where(a > b, ...).
+  checkGradients("where-greater", {{DType::F32, {4, 5}}, {DType::F32, {4, 5}}},
+                 [](Graph& g, const std::vector<Value*>& p) -> Expected<Value*> {
+                   HGP_ASSIGN_OR_RETURN(Value * c, op1(g, OpKind::Greater, {p[0], p[1]}));
+                   HGP_ASSIGN_OR_RETURN(Value * sq, op1(g, OpKind::Mul, {p[1], p[1]}));
+                   return op1(g, OpKind::Where, {c, p[0], sq});
+                 });
+  for (int keep = 0; keep < 2; ++keep)
+    for (std::vector<int64_t> axes : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2}})
+      checkGradients("reducemax", {{DType::F32, {3, 4, 5}}}, [&](Graph& g, const std::vector<Value*>& p) {
+        AttrMap a;
+        a.setInts("axes", axes);
+        a.setInt("keepdims", keep);
+        return op1(g, OpKind::ReduceMax, {p[0]}, a);
+      });
+}
+
 TEST(AutodiffTest, DropoutUsesTheSameMaskBackward) {
   checkGradients("dropout", {{DType::F32, {4, 16}}}, [](Graph& g, const std::vector<Value*>& p) -> Expected<Value*> {
     auto it = std::make_shared<TensorData>();

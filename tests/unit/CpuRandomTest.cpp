@@ -1,4 +1,4 @@
-// Tests of the CPU random executors, Dropout and Bernoulli. Dropout: the mask is a pure function of (seed, key, iter, index),
+// Tests of the CPU random executors, Dropout, Bernoulli and RandomNormal. Dropout: the mask is a pure function of (seed, key, iter, index),
 // forward and backward agree, the keep fraction is 1 - ratio, kept values are scaled by
 // 1/(1-ratio), and without an iteration counter or with ratio 0 dropout is the identity.
 #include "CpuTestUtil.h"
@@ -132,6 +132,56 @@ TEST(CpuRandomTest, BernoulliWithoutCounterIsItsExpectation) {
   HostTensor like = tensor({3, 2}, std::vector<float>(6, 5.f));
   HostTensor m = run1(OpKind::Bernoulli, bernoulliAttrs(0.8), {&like}, like.shape);
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m[i], 0.8f);
+}
+
+// RandomNormal: mean and scale over many draws, a standard normal's tails, new draws each step
+// and per key, and the expectation without a counter.
+AttrMap normalAttrs(double mean, double scale, int64_t key = 11) {
+  AttrMap a;
+  a.setFloat("mean", mean);
+  a.setFloat("scale", scale);
+  a.setInt("seed", 1234);
+  a.setInt("key", key);
+  return a;
+}
+
+TEST(CpuRandomTest, RandomNormalHasItsMeanAndScaleAndRedrawsEachStep) {
+  const int64_t n = 200000;
+  HostTensor like = tensor({n}, std::vector<float>(size_t(n), 0.f));
+  HostTensor it3 = scalarI64(3), it4 = scalarI64(4);
+  HostTensor y = run1(OpKind::RandomNormal, normalAttrs(1.5, 2.0), {&like, &it3}, {n});
+  double sum = 0, sq = 0;
+  int64_t beyond2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double z = (double(y[i]) - 1.5) / 2.0;
+    sum += z;
+    sq += z * z;
+    beyond2 += std::fabs(z) > 2.0;
+  }
+  double mean = sum / double(n), var = sq / double(n) - mean * mean;
+  // Standard errors: 0.0022 for the mean, 0.0032 for the variance; allow 5 of them.
+  EXPECT_NEAR(mean, 0.0, 0.011);
+  EXPECT_NEAR(var, 1.0, 0.016);
+  // P(|z| > 2) = 0.0455 for a normal (0.00047 standard error).
+  EXPECT_NEAR(double(beyond2) / double(n), 0.0455, 0.0025);
+  HostTensor again = run1(OpKind::RandomNormal, normalAttrs(1.5, 2.0), {&like, &it3}, {n});
+  HostTensor next = run1(OpKind::RandomNormal, normalAttrs(1.5, 2.0), {&like, &it4}, {n});
+  HostTensor other = run1(OpKind::RandomNormal, normalAttrs(1.5, 2.0, 12), {&like, &it3}, {n});
+  int64_t same = 0, sameNext = 0, sameKey = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    same += again[i] == y[i];
+    sameNext += next[i] == y[i];
+    sameKey += other[i] == y[i];
+  }
+  EXPECT_EQ(same, n);
+  EXPECT_LT(sameNext, n / 1000);
+  EXPECT_LT(sameKey, n / 1000);
+}
+
+TEST(CpuRandomTest, RandomNormalWithoutCounterIsItsMean) {
+  HostTensor like = tensor({3, 2}, std::vector<float>(6, 5.f));
+  HostTensor m = run1(OpKind::RandomNormal, normalAttrs(-0.25, 3.0), {&like}, like.shape);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m[i], -0.25f);
 }
 
 } // namespace

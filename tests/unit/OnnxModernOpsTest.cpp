@@ -1,6 +1,7 @@
 // Unit tests for the importers of the modern CNN families' ops: LayerNormalization, Gelu, the
 // elementary functions, and stochastic depth's random mask (RandomUniformLike + Less + Cast, as
-// torch exports bernoulli_) becoming one Bernoulli; Pow with a constant exponent and ReduceL2,
+// torch exports bernoulli_) becoming one Bernoulli; comparisons, Not and Where as 0/1 masks;
+// RandomNormalLike; Pow with a constant exponent and ReduceL2,
 // lowered to the ops that define them.
 #include "frontends/onnx/OnnxImporter.h"
 #include "tests/frontend/OnnxModelBuilder.h"
@@ -100,24 +101,76 @@ TEST(OnnxModernOpsTest, StochasticDepthBecomesOneBernoulliRowMask) {
   }
 }
 
-TEST(OnnxModernOpsTest, RandomMaskReadAsBoolIsRefusedClearly) {
+TEST(OnnxModernOpsTest, RandomMaskCastToAnIntegerIsRefusedClearly) {
   OnnxModelBuilder b = stochasticDepth();
   // Cast the mask to int64 instead of float.
   for (auto& n : *b.graph().mutable_node())
     if (n.op_type() == "Cast") n.mutable_attribute(0)->set_i(7);
   std::string e = importError(b);
-  EXPECT_NE(e.find("a random mask can be cast to f32 or bool"), std::string::npos) << e;
+  EXPECT_NE(e.find("a bool tensor can be cast to a float dtype or bool"), std::string::npos) << e;
 }
 
-TEST(OnnxModernOpsTest, ComparisonOfTensorsIsRefusedClearly) {
-  OnnxModelBuilder b;
-  b.input("a", {3});
+/// Comparisons of tensors, Not and Where are 0/1 masks of the operands' dtype inside the IR; a
+/// bool graph input is Cast to a mask where it is read, and a bool graph output is Cast back.
+TEST(OnnxModernOpsTest, ComparisonsNotAndWhereAreMaskOps) {
+  OnnxModelBuilder b(16, 8);
+  b.input("a", {2, 3});
   b.input("b", {3});
-  b.node("Less", {"a", "b"}, {"y"}, "cmp");
+  b.input("c", {2, 3}, 9);
+  b.node("Less", {"a", "b"}, {"lt"}, "cmp");
+  b.node("Not", {"lt"}, {"ge"});
+  b.node("Where", {"c", "a", "b"}, {"w"});
+  b.node("Where", {"ge", "w", "a"}, {"y"});
+  b.output("ge", 9);
+  b.output("y");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  const Node* lt = findOp(*g, OpKind::Less);
+  ASSERT_TRUE(lt);
+  EXPECT_EQ(lt->output(0)->dtype(), DType::F32);
+  EXPECT_EQ(lt->output(0)->shape(), (Shape{2, 3}));
+  EXPECT_EQ(countOps(*g, OpKind::Where), 2);
+  EXPECT_EQ(countOps(*g, OpKind::Sub), 1); // Not(M) = 1 - M
+  // Cast c (bool) to a mask, and the output ge back to bool.
+  EXPECT_EQ(countOps(*g, OpKind::Cast), 2);
+  EXPECT_EQ(g->outputs()[0]->dtype(), DType::Bool);
+  EXPECT_EQ(g->outputs()[0]->name(), "ge");
+  EXPECT_EQ(g->outputs()[1]->dtype(), DType::F32);
+}
+
+TEST(OnnxModernOpsTest, IntegerComparisonsAreRefusedClearly) {
+  OnnxModelBuilder b;
+  b.input("a", {3}, 6);
+  b.input("b", {3}, 6);
+  b.node("Equal", {"a", "b"}, {"y"}, "eq");
   b.output("y", 9);
   std::string e = importError(b);
-  EXPECT_NE(e.find("node 'cmp' (Less)"), std::string::npos) << e;
-  EXPECT_NE(e.find("RandomUniformLike draw and a constant"), std::string::npos) << e;
+  EXPECT_NE(e.find("node 'eq' (Equal)"), std::string::npos) << e;
+  EXPECT_NE(e.find("integer tensors at run time are not supported"), std::string::npos) << e;
+}
+
+TEST(OnnxModernOpsTest, RandomNormalLikeIsKeyedLikeADropoutSite) {
+  OnnxModelBuilder b(17, 8, "pytorch");
+  b.input("x", {4, 3});
+  auto& r = b.node("RandomNormalLike", {"x"}, {"z"});
+  setFloat(r, "mean", 0.5f);
+  setFloat(r, "scale", 2.f);
+  auto& r2 = b.node("RandomNormalLike", {"x"}, {"z2"});
+  setInt(r2, "dtype", 1);
+  b.node("Add", {"z", "z2"}, {"s"});
+  b.node("Mul", {"x", "s"}, {"y"});
+  b.output("y");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  std::vector<const Node*> draws;
+  for (const Node* n : g->nodes())
+    if (n->op() == OpKind::RandomNormal) draws.push_back(n);
+  ASSERT_EQ(draws.size(), 2u);
+  EXPECT_FLOAT_EQ(float(draws[0]->attrs().getFloat("mean")), 0.5f);
+  EXPECT_FLOAT_EQ(float(draws[0]->attrs().getFloat("scale")), 2.f);
+  EXPECT_FLOAT_EQ(float(draws[1]->attrs().getFloat("scale")), 1.f);
+  EXPECT_NE(draws[0]->attrs().getInt("key"), draws[1]->attrs().getInt("key"));
+  EXPECT_EQ(draws[0]->output(0)->shape(), (Shape{4, 3}));
 }
 
 /// Pow(x, e) for a constant e becomes the ops PyTorch's pow kernel uses for it.

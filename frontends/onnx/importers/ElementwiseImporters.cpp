@@ -1,4 +1,5 @@
-// Importers for broadcasting arithmetic: Add, Sub, Mul, Div, Sum and Pow. When every operand is
+// Importers for broadcasting arithmetic: Add, Sub, Mul, Div, Sum, Max, Min and Pow. Max and Min
+// of n operands are a left-to-right chain of the IR's binary ops. When every operand is
 // known at compile time (shape chains such as "channels / groups"), the result is folded instead.
 // Pow with a run-time base and a constant exponent is lowered to the ops PyTorch's own pow kernel
 // uses for that exponent (x * x for 2, sqrt for 0.5, ...), so it trains through their gradients;
@@ -169,6 +170,36 @@ Status importSum(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(Node * node, n.emit(OpKind::Sum, ins, {}));
   n.setOutput(0, node->output(0));
   return Status::ok();
+}
+
+namespace {
+
+Status chain(OnnxNode& n, OpKind op) {
+  if (n.numInputs() == 1) {
+    n.aliasOutput(0, 0);
+    return Status::ok();
+  }
+  HGP_ASSIGN_OR_RETURN(Value * acc, n.input(0));
+  for (size_t i = 0; i < n.numInputs(); ++i) {
+    HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
+    if (!isFloatDType(v->dtype()))
+      return n.fail(std::string(n.opType()) + " of " + dtypeName(v->dtype()) +
+                    " tensors is not supported (hgpc computes in float dtypes)");
+    if (i == 0) continue;
+    HGP_ASSIGN_OR_RETURN(Node * node, n.emit(op, {acc, v}, {}));
+    acc = node->output(0);
+  }
+  n.setOutput(0, acc);
+  return Status::ok();
+}
+
+} // namespace
+
+Status importMax(OnnxNode& n) {
+  return chain(n, OpKind::Max);
+}
+Status importMin(OnnxNode& n) {
+  return chain(n, OpKind::Min);
 }
 
 namespace {

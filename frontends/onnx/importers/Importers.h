@@ -40,6 +40,14 @@ struct WindowAttrs {
 Expected<WindowAttrs> readWindowAttrs(OnnxNode& n, const Shape& spatial,
                                       std::vector<int64_t> kernel, bool hasDilations);
 
+/// Less (less=true) or Greater of a RandomUniformLike draw against a constant: stochastic depth's
+/// Bernoulli mask (RandomImporters.cpp). Sets `handled` to false, emitting nothing, when neither
+/// operand is a draw.
+Status compareDrawIfAny(OnnxNode& n, bool less, bool& handled);
+
+/// Binds result 0 of `n` to the mask X != 0 (a Cast of the float X to bool; CompareImporters.cpp).
+Status castToMask(OnnxNode& n, Value* x);
+
 /// Applies a binary elementwise op to two known tensors with numpy broadcasting.
 Expected<TensorDataPtr> foldBinary(const OnnxNode& n, char op, const TensorData& a,
                                    const TensorData& b);

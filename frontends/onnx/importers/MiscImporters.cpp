@@ -162,21 +162,24 @@ Status importCast(OnnxNode& n) {
   TensorDataPtr k = n.known(0);
   if (!k) {
     HGP_ASSIGN_OR_RETURN(Value * x, n.input(0));
-    if (n.ctx().boolMasks.count(n.inputName(0))) { // a random mask: f32 0/1 already
-      if (dst != DType::F32 && dst != DType::Bool)
-        return n.fail(std::string("a random mask can be cast to f32 or bool, not ") +
-                      dtypeName(dst));
+    auto computed = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
+    bool mask = n.ctx().boolMasks.count(n.inputName(0)) > 0; // a bool that is a 0/1 mask already
+    if (mask && dst == DType::Bool) {
       n.setOutput(0, x);
-      if (dst == DType::Bool && n.hasOutput(0)) n.ctx().boolMasks.insert(n.outputName(0));
+      if (n.hasOutput(0)) n.ctx().boolMasks.insert(n.outputName(0));
       return Status::ok();
     }
+    if (dst == DType::Bool && computed(x->dtype())) return castToMask(n, x); // X != 0
+    if (mask && !computed(dst))
+      return n.fail(std::string("a bool tensor can be cast to a float dtype or bool, not ") +
+                    dtypeName(dst) + " (hgpc computes in float dtypes)");
     if (x->dtype() == dst) {
       n.setOutput(0, x);
       return Status::ok();
     }
-    // Between the float dtypes the IR computes in (f32, bf16, f16): the IR's Cast.
-    auto computed = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
-    if (!computed(x->dtype()) || !computed(dst))
+    // Between the float dtypes the IR computes in (f32, bf16, f16), and from a bool graph input
+    // to them: the IR's Cast.
+    if (!(computed(x->dtype()) || x->dtype() == DType::Bool) || !computed(dst))
       return n.fail(std::string("casting a run-time tensor from ") + dtypeName(x->dtype()) +
                     " to " + dtypeName(dst) + " is not supported");
     AttrMap a;

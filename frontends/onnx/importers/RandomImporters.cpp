@@ -1,14 +1,15 @@
-// Importers for random masks: torch's bernoulli_ as it exports it (stochastic depth's row mask,
-// torchvision.ops.StochasticDepth), and ONNX's Bernoulli.
+// Importers for random draws: torch's bernoulli_ as it exports it (stochastic depth's row mask,
+// torchvision.ops.StochasticDepth), ONNX's Bernoulli, and RandomNormalLike.
 //
 // torch writes `noise.bernoulli_(p)` as
 //   RandomUniformLike(noise) -> Less(., p) -> Cast(to=float)
 // RandomUniformLike is not imported on its own: its draw waits (ImportContext::uniformDraws) for
 // the Less (or Greater) that compares it with a constant, which becomes one Bernoulli over the
 // draw's shape with P(1) = (p - low) / (high - low), keyed like a Dropout site so that every step
-// draws a new mask (docs/training.md, "Stochastic depth"). Its result stands for ONNX's bool
-// mask (ImportContext::boolMasks): a Cast to float takes it as it is, and nothing else may read
-// it. Comparisons of other tensors, RandomNormalLike, Where and Not are not supported.
+// draws a new mask (docs/training.md, "Stochastic depth"). Its result is an ONNX bool, a 0/1 mask
+// in the IR as every bool is (ImportContext::boolMasks; CompareImporters.cpp). Comparisons of
+// other tensors are CompareImporters.cpp's. RandomNormalLike becomes the IR's RandomNormal, keyed
+// the same way.
 #include "frontends/onnx/importers/Importers.h"
 
 #include <algorithm>
@@ -32,16 +33,17 @@ Status emitBernoulli(OnnxNode& n, Value* like, double p, bool boolResult) {
   return Status::ok();
 }
 
+} // namespace
+
 /// Less(draw, c) (less=true) or Greater(draw, c): the draw of a RandomUniformLike against a
-/// constant. `drawFirst` says which operand is the draw.
-Status compareDraw(OnnxNode& n, bool less) {
+/// constant.
+Status compareDrawIfAny(OnnxNode& n, bool less, bool& handled) {
   int drawIndex = -1;
   for (int i = 0; i < 2; ++i)
     if (n.hasInput(size_t(i)) && n.ctx().uniformDraws.count(n.inputName(size_t(i))))
       drawIndex = i;
-  if (drawIndex < 0)
-    return n.fail("comparisons are supported only between a RandomUniformLike draw and a "
-                  "constant (torch's bernoulli_); this one compares other tensors");
+  handled = drawIndex >= 0;
+  if (!handled) return Status::ok();
   const onnx::NodeProto* draw = n.ctx().uniformDraws.at(n.inputName(size_t(drawIndex)));
   HGP_ASSIGN_OR_RETURN(double c, n.staticScalar(size_t(1 - drawIndex), "the threshold"));
   OnnxNode d(n.ctx(), *draw, draw->name().empty() ? n.loc() : draw->name());
@@ -70,8 +72,6 @@ Status compareDraw(OnnxNode& n, bool less) {
   return emitBernoulli(n, like, drawBelow ? below : 1.0 - below, /*boolResult=*/true);
 }
 
-} // namespace
-
 Status importRandomUniformLike(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(int64_t dtype, n.attrInt("dtype", onnx::TensorProto::FLOAT));
   if (dtype != onnx::TensorProto::FLOAT)
@@ -80,14 +80,6 @@ Status importRandomUniformLike(OnnxNode& n) {
   (void)like;
   if (n.hasOutput(0)) n.ctx().uniformDraws[n.outputName(0)] = &n.proto();
   return Status::ok();
-}
-
-Status importLess(OnnxNode& n) {
-  return compareDraw(n, /*less=*/true);
-}
-
-Status importGreater(OnnxNode& n) {
-  return compareDraw(n, /*less=*/false);
 }
 
 Status importBernoulli(OnnxNode& n) {
@@ -114,6 +106,41 @@ Status importBernoulli(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(Value * like, n.graph().addGraphValue(n.graph().uniqueName(n.inputName(0)),
                                                              TensorRole::Const, t, std::move(data)));
   return emitBernoulli(n, like, p, boolResult);
+}
+
+Status importRandomNormalLike(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(TensorType lt, n.inputType(0));
+  HGP_ASSIGN_OR_RETURN(int64_t dtype, n.attrInt("dtype", lt.dtype == DType::F32
+                                                             ? onnx::TensorProto::FLOAT
+                                                             : -1));
+  if (dtype != onnx::TensorProto::FLOAT)
+    return n.fail("only float draws are supported (dtype " + std::to_string(dtype) + ")");
+  HGP_ASSIGN_OR_RETURN(double mean, n.attrFloat("mean", 0.0));
+  HGP_ASSIGN_OR_RETURN(double scale, n.attrFloat("scale", 1.0));
+  // The draw needs only the input's shape: a constant input becomes a zero constant of its shape
+  // (which follows --batch, as the Bernoulli's noise does), never a parameter.
+  Value* like = nullptr;
+  if (n.known(0) || n.ctx().initializers.count(n.inputName(0))) {
+    std::vector<int64_t> shape(lt.shape.begin(), lt.shape.end());
+    followBatch(n.ctx(), shape, -1);
+    TensorType t{DType::F32, Shape(shape.begin(), shape.end())};
+    HGP_ASSIGN_OR_RETURN(auto data, makeTensor(t, "the shape of " + n.loc()));
+    HGP_ASSIGN_OR_RETURN(like, n.graph().addGraphValue(n.graph().uniqueName(n.inputName(0)),
+                                                       TensorRole::Const, t, std::move(data)));
+  } else {
+    HGP_ASSIGN_OR_RETURN(like, n.input(0));
+    if (like->dtype() != DType::F32)
+      return n.fail(std::string("a draw like a ") + dtypeName(like->dtype()) +
+                    " tensor is not supported (f32 only)");
+  }
+  AttrMap a;
+  a.setFloat("mean", mean);
+  a.setFloat("scale", scale);
+  a.setInt("seed", 0);
+  a.setInt("key", n.ctx().nextDropoutKey++);
+  HGP_ASSIGN_OR_RETURN(Node * r, n.emit(OpKind::RandomNormal, {like}, a));
+  n.setOutput(0, r->output(0));
+  return Status::ok();
 }
 
 } // namespace hgp

@@ -1,6 +1,6 @@
-// Importers for reductions: ReduceMean and ReduceSum, with axes as an attribute (ReduceMean
-// before opset 18, ReduceSum before 13) or as an input, made explicit, sorted and non-negative;
-// ReduceL2 as Sqrt(ReduceSum(X * X)), its definition, which trains through those ops' gradients
+// Importers for reductions: ReduceMean, ReduceSum and ReduceMax, with axes as an attribute
+// (ReduceMean and ReduceMax before opset 18, ReduceSum before 13) or as an input, made explicit,
+// sorted and non-negative; ReduceL2 as Sqrt(ReduceSum(X * X)), its definition, which trains through those ops' gradients
 // (at a slice of zeros its gradient is NaN, where PyTorch's norm gives 0).
 #include "frontends/onnx/importers/Importers.h"
 
@@ -61,6 +61,15 @@ Status importReduceMean(OnnxNode& n) {
 }
 Status importReduceSum(OnnxNode& n) {
   HGP_ASSIGN_OR_RETURN(Value * y, reduce(n, OpKind::ReduceSum));
+  return bind(n, y);
+}
+
+Status importReduceMax(OnnxNode& n) {
+  HGP_ASSIGN_OR_RETURN(TensorType xt, n.inputType(0));
+  if (!isFloatDType(xt.dtype))
+    return n.fail(std::string("ReduceMax of a ") + dtypeName(xt.dtype) +
+                  " tensor is not supported (hgpc computes in float dtypes)");
+  HGP_ASSIGN_OR_RETURN(Value * y, reduce(n, OpKind::ReduceMax));
   return bind(n, y);
 }
 
