@@ -2,6 +2,7 @@
 #include "runtime/cuda/ConvChoice.h"
 
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/plan/Half.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,6 +53,27 @@ bool sameSums(const std::vector<float>& want, const std::vector<float>& got, dou
         !(std::fabs(double(got[c + i]) - want[c + i]) <= 2e-3 * want[c + i] + 1e-6))
       return false;
   }
+  return true;
+}
+
+Expected<bool> canaryIntact(const void* base, size_t offset) {
+  std::vector<unsigned char> band(kCanaryBytes);
+  HGP_CUDA_TRY(cudaMemcpy(band.data(), static_cast<const unsigned char*>(base) + offset,
+                          kCanaryBytes, cudaMemcpyDeviceToHost));
+  return std::all_of(band.begin(), band.end(), [](unsigned char b) { return b == kCanary; });
+}
+
+bool sameResult(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, DType dtype) {
+  if (want.size() != got.size() || (dtype != DType::BF16 && dtype != DType::F16)) return false;
+  size_t n = want.size() / 2;
+  auto value = [&](const std::vector<uint8_t>& v, size_t i) {
+    uint16_t h = uint16_t(v[2 * i] | (v[2 * i + 1] << 8));
+    return double(dtype == DType::BF16 ? bf16ToFloat(h) : halfToFloat(h));
+  };
+  double peak = 0;
+  for (size_t i = 0; i < n; ++i) peak = std::max(peak, std::fabs(value(want, i)));
+  for (size_t i = 0; i < n; ++i)
+    if (!(std::fabs(value(got, i) - value(want, i)) <= peak / 64)) return false;
   return true;
 }
 

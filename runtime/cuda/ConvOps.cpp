@@ -298,9 +298,8 @@ std::string layerText(const CudaArgs& a, const ConvState& s) {
 
 /// Times cuDNN's fused convolution + epilogue graphs against the forward choice in `s` followed
 /// by the epilogue kernel, and keeps the fastest fused plan in `s.fused` when it beats that. A
-/// statistics engine is kept only when its sums agree with the unfused path's (ConvChoice.h).
-/// CudaConvBnStats.Fp16ChannelsLast failed on the H200 (2026-12-02) with and without this check,
-/// gradients 0.5-37% off: the cause is not (only) the engine's sums.
+/// statistics engine is kept only when, run on guarded outputs, it writes nothing else, its y
+/// equals the unfused y and its sums agree with the kernel's (ConvChoice.h, checkedRun).
 Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const DeviceTensor& y,
                        const DeviceTensor* bias, void* scratch, size_t scratchBytes) {
   auto plans = convGraphPlans(a.ctx.cudnn, Phase::Forward, s.geom, tensorCoresAllowed(a, s),
@@ -321,9 +320,11 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
            bool(runTail(a, s, y, bias));
   });
   std::vector<float> want;
+  std::vector<uint8_t> wantY(size_t(y.numel()) * dtypeSize(y.dtype));
   double count = 0; // elements per channel; the step has outputs 1 and 2 only with stats
   if (s.epilogue.stats) {
     HGP_ASSIGN_OR_RETURN(want, readSums(a));
+    HGP_CUDA_TRY(cudaMemcpy(wantY.data(), y.data, wantY.size(), cudaMemcpyDeviceToHost));
     count = double(y.numel()) / double(a.out[1].numel());
   }
   double best = unfused;
@@ -332,15 +333,18 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
     double t = timeRuns(a.stream, [&] {
       return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b, sum, sumsq));
     });
-    if (t < best && s.epilogue.stats) {
-      std::vector<float> got;
-      HGP_ASSIGN_OR_RETURN(got, readSums(a));
-      if (!sameSums(want, got, count)) {
-        if (a.ctx.verbose)
-          std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld's sums disagree with the kernel's; not used\n",
-                       a.step.loc.c_str(), long(plan->index()));
-        continue;
-      }
+    if (t < best && s.epilogue.stats) { // kept only when it writes just y, right, and the sums
+      auto got = checkedRun(a.stream, wantY.size(), want.size() / 2, [&](void* gy, void* gs, void* gq) {
+        return bool(plan->execute(a.ctx.cudnn, xp, wp, gy, scratch, b, gs, gq));
+      });
+      std::string why = !got                               ? got.status().message()
+                        : !sameResult(wantY, got->y, y.dtype) ? "its result differs from the convolution's"
+                        : !sameSums(want, got->sums, count)   ? "its sums disagree with the kernel's"
+                                                              : "";
+      if (!why.empty() && a.ctx.verbose)
+        std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld not used: %s\n",
+                     a.step.loc.c_str(), long(plan->index()), why.c_str());
+      if (!why.empty()) continue;
     }
     if (t < best) {
       best = t;
