@@ -6,7 +6,9 @@
 // full reductions take the split two-stage channel reduction (DeviceUtil.cuh) when each output
 // sums many elements, and reductions over the leading dims (the Gemm-bias gradient) sum columns,
 // split into parts of rows first when there are many (the bias gradient of a channels-last
-// convolution, docs/layout.md).
+// convolution, docs/layout.md). A reduction over a middle run of dims ([outer, rows, cols] over
+// rows: squeeze-excitation's gate gradient in channels-last) sums the columns of each outer
+// matrix the same way, all at once.
 // Everything else runs a thread per output that walks its reduced elements in row-major order,
 // the order in which the CPU adds them. No atomics: results are deterministic. bf16/f16 inputs
 // (mixed precision) are read as float and the result rounded once on store.
@@ -72,12 +74,15 @@ __global__ void columnSumKernel(const T* x, T* y, int64_t rows, int64_t cols, do
 }
 
 /// The first stage of a column sum over many rows (the bias gradient of a channels-last
-/// convolution, [N * H * W, C]): block (p, t) sums rows [p * chunk, (p + 1) * chunk) of columns
-/// 32t .. 32t + 31 as columnSumKernel sums all of them, into partials[p * cols + c].
+/// convolution, [N * H * W, C]): block (p, t, o) sums rows [p * chunk, (p + 1) * chunk) of
+/// columns 32t .. 32t + 31 of matrix o (X is [outer, rows, cols]; outer is 1 but for the
+/// middle-axis case) as columnSumKernel sums all of them, into partials[(o * parts + p) * cols + c].
 template <typename T>
 __global__ void columnPartialsKernel(const T* x, double* partials, int64_t rows, int64_t cols,
                                      int64_t chunk) {
   __shared__ double part[8][33];
+  x += int64_t(blockIdx.z) * rows * cols;
+  partials += int64_t(blockIdx.z) * gridDim.x * cols;
   int64_t c = int64_t(blockIdx.y) * 32 + threadIdx.x;
   int64_t begin = int64_t(blockIdx.x) * chunk, end = min(rows, begin + chunk);
   double acc = 0;
@@ -92,15 +97,54 @@ __global__ void columnPartialsKernel(const T* x, double* partials, int64_t rows,
   }
 }
 
-/// The second stage: each column's parts added in order.
+/// The second stage: each column's parts added in order (output j = o * cols + c).
 template <typename T>
 __global__ void columnFinalizeKernel(const double* partials, int parts, int64_t cols,
-                                     double divisor, T* y) {
-  HGP_GRID_LOOP(c, cols) {
+                                     int64_t outputs, double divisor, T* y) {
+  HGP_GRID_LOOP(j, outputs) {
+    int64_t o = j / cols, c = j - o * cols;
+    const double* p0 = partials + o * parts * cols + c;
     double sum = 0;
-    for (int p = 0; p < parts; ++p) sum += partials[int64_t(p) * cols + c];
-    y[c] = fromFloat<T>(float(divisor != 1.0 ? sum / divisor : sum));
+    for (int p = 0; p < parts; ++p) sum += p0[int64_t(p) * cols];
+    y[j] = fromFloat<T>(float(divisor != 1.0 ? sum / divisor : sum));
   }
+}
+
+/// X as [outer, rows, cols] summed over rows, `outer` matrices at once: the column sums split
+/// into parts of rows, about four blocks per SM in all.
+template <typename T>
+Status launchColumnSums(CudaArgs& a, const T* xp, T* yp, int64_t outer, int64_t rows,
+                        int64_t cols, double divisor) {
+  int64_t tiles = (cols + 31) / 32;
+  int64_t parts = std::max<int64_t>(1, std::min<int64_t>(rows / 256, 4 * smCount(a) / (tiles * outer)));
+  parts = std::min<int64_t>(parts, 65535);
+  int64_t chunk = (rows + parts - 1) / parts;
+  parts = (rows + chunk - 1) / chunk;
+  double* partials;
+  HGP_TRY(stepScratch(a, size_t(outer * cols * parts) * sizeof(double), partials));
+  columnPartialsKernel<<<dim3(unsigned(parts), unsigned(tiles), unsigned(outer)), dim3(32, 8), 0,
+                         a.stream>>>(xp, partials, rows, cols, chunk);
+  HGP_TRY(checkLaunch(a, "columnPartialsKernel"));
+  columnFinalizeKernel<<<blocksFor(a, outer * cols), kBlock, 0, a.stream>>>(
+      partials, int(parts), cols, outer * cols, divisor, yp);
+  return checkLaunch(a, "columnFinalizeKernel");
+}
+
+/// The dims of X (size 1 left out) as [outer kept, reduced, inner kept] runs, when they are
+/// exactly that: squeeze-excitation's gate gradient in channels-last, [N, H, W, C] over H and W.
+bool middleRun(const Shape& x, const std::vector<bool>& reduced, int64_t& outer, int64_t& rows,
+               int64_t& cols) {
+  int64_t size[3] = {1, 1, 1};
+  int group = -1;
+  bool prev = false;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 1) continue;
+    if (group < 0 || reduced[d] != prev) ++group, prev = reduced[d];
+    if (group > 2 || reduced[d] != (group == 1)) return false;
+    size[group] *= x[d];
+  }
+  outer = size[0], rows = size[1], cols = size[2];
+  return group == 2;
 }
 
 /// A thread per output: `kept` maps the output index to X's offset, `reduced` the reduced index.
@@ -237,29 +281,17 @@ template <typename T> Status reduce(CudaArgs& a, bool mean) {
                                                                             partials, divisor, yp);
       return checkLaunch(a, "channelFinalizeKernel");
     }
-    if (firstKept >= 0 && s.inner == 1 && outputs > 1 && s.outer >= 1024) {
-      // Many rows: split them into parts, about four blocks per SM in all.
-      int64_t tiles = (outputs + 31) / 32;
-      int64_t parts = std::max<int64_t>(1, std::min<int64_t>(s.outer / 256,
-                                                              4 * smCount(a) / tiles));
-      parts = std::min<int64_t>(parts, 65535);
-      int64_t chunk = (s.outer + parts - 1) / parts;
-      parts = (s.outer + chunk - 1) / chunk;
-      double* partials;
-      HGP_TRY(stepScratch(a, size_t(outputs * parts) * sizeof(double), partials));
-      columnPartialsKernel<<<dim3(unsigned(parts), unsigned(tiles)), dim3(32, 8), 0, a.stream>>>(
-          xp, partials, s.outer, outputs, chunk);
-      HGP_TRY(checkLaunch(a, "columnPartialsKernel"));
-      columnFinalizeKernel<<<blocksFor(a, outputs), kBlock, 0, a.stream>>>(partials, int(parts),
-                                                                           outputs, divisor, yp);
-      return checkLaunch(a, "columnFinalizeKernel");
-    }
+    if (firstKept >= 0 && s.inner == 1 && outputs > 1 && s.outer >= 1024)
+      return launchColumnSums(a, xp, yp, 1, s.outer, outputs, divisor); // many rows, in parts
     if (firstKept >= 0 && s.inner == 1 && outputs > 1) {
       columnSumKernel<<<unsigned((outputs + 31) / 32), dim3(32, 8), 0, a.stream>>>(
           xp, yp, s.outer, outputs, divisor);
       return checkLaunch(a, "columnSumKernel");
     }
   }
+  int64_t outer = 1, rows = 1, cols = 1;
+  if (middleRun(x, reduced, outer, rows, cols) && rows >= 64 && outer <= 65535)
+    return launchColumnSums(a, xp, yp, outer, rows, cols, divisor);
   if (keptShape.empty()) keptShape.push_back(1), keptStrides.push_back(0);
   if (redShape.empty()) redShape.push_back(1), redStrides.push_back(0);
   coalesceDims(keptShape, {&keptStrides});

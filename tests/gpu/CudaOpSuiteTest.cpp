@@ -431,7 +431,10 @@ TEST(CudaOpSuite, Reductions) {
                              {{3000, 7}, {0}},             // outer columns (Gemm bias)
                              {{128, 100}, {0}},            // columns over several blocks
                              {{2, 3, 70}, {0, 1}},         // columns under two leading dims
-                             {{3, 4, 5, 6}, {1, 3}}};      // interleaved
+                             {{3, 4, 5, 6}, {1, 3}},       // interleaved
+                             {{8, 56, 56, 40}, {1, 2}},    // middle run (NHWC gate), in parts
+                             {{4, 7, 7, 1152}, {1, 2}},    // middle run, few rows
+                             {{3, 300, 5}, {1}}};          // middle run, narrow columns
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean})
     for (const Case& c : cases)
       for (int64_t keep = 0; keep < 2; ++keep)
