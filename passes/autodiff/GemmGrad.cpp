@@ -49,10 +49,33 @@ Status gradGemm(GradContext& ctx) {
   return Status::ok();
 }
 
+// A[..., M, K] times one matrix B[K, N]: a Linear layer applied at every position (ConvNeXt's
+// MLP on [N, H, W, C]). The batch dims fold into the rows, so each gradient is one Gemm on the
+// [rows, K] and [rows, N] views (reshapes alias their input): dA = dY B^T, dB = A^T dY, with no
+// transpose copy and no sum over a batch of per-matrix products.
+Status gradRowsTimesMatrix(GradContext& ctx) {
+  Shape a = ctx.in(0)->shape(), b = ctx.in(1)->shape();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
+  HGP_ASSIGN_OR_RETURN(Value * dy, ctx.reshape(ctx.outGrad(0), Shape{rows, b[1]}));
+  if (ctx.needs(0)) {
+    HGP_ASSIGN_OR_RETURN(Value * da, ctx.emit1(OpKind::Gemm, {dy, ctx.in(1)}, gemmAttrs(false, true, 1.0)));
+    HGP_ASSIGN_OR_RETURN(da, ctx.reshape(da, a));
+    ctx.setInputGrad(0, da);
+  }
+  if (ctx.needs(1)) {
+    HGP_ASSIGN_OR_RETURN(Value * av, ctx.reshape(ctx.in(0), Shape{rows, b[0]}));
+    HGP_ASSIGN_OR_RETURN(Value * db, ctx.emit1(OpKind::Gemm, {av, dy}, gemmAttrs(true, false, 1.0)));
+    ctx.setInputGrad(1, db);
+  }
+  return Status::ok();
+}
+
 // Numpy matmul: 1-D operands are promoted to matrices, batch dims broadcast. The gradients are
 // the products with the other operand transposed, summed back over broadcast batch dims.
 Status gradMatMul(GradContext& ctx) {
   Shape a = ctx.in(0)->shape(), b = ctx.in(1)->shape();
+  if (a.size() >= 3 && b.size() == 2) return gradRowsTimesMatrix(ctx);
   Shape ap = a.size() == 1 ? Shape{1, a[0]} : a;
   Shape bp = b.size() == 1 ? Shape{b[0], 1} : b;
   Shape yp = ctx.outGrad(0)->shape();

@@ -73,6 +73,10 @@ Status execMatMul(CudaArgs& a) {
   int64_t es = dtypeSize(a.out[0].dtype);
   const char *A = a.in[0].as<const char>(), *B = a.in[1].as<const char>();
   char* Y = a.out[0].as<char>();
+  // A batch against a single B (a Linear layer at every position): the batch is more rows of
+  // one product, which cuBLAS runs far better than thousands of small matrices.
+  if (nb == 1 && na > 1)
+    return gemm(a, type, false, false, na * m, n, k, 1.f, A, 0, B, 0, 0.f, Y, 0, 1);
   // One strided-batched call covers equal batches and a batch against a single matrix.
   if (na == nb || na == 1 || nb == 1) {
     if ((na == nb && ba != bb) )
