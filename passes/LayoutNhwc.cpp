@@ -20,7 +20,10 @@
 //      and the channel shuffle (Reshape to [N, g, C/g, H, W],
 //      Transpose of the two channel dims, Reshape back: ShuffleNet's, forward and backward)
 //      becomes a Reshape of [N, H, W, C] to [N, H, W, g, C/g] (a view), a Transpose of the last
-//      two dims and a Reshape back, eligible only as the whole chain.
+//      two dims and a Reshape back, eligible only as the whole chain. An exporter's permute
+//      between NCHW and [N, H, W, C] (ConvNeXt's, around each LayerNorm and Linear pair, and
+//      their gradients) is the identity on the bytes channels-last: it becomes a view, and joins
+//      a region on its NCHW side only.
 //   2. Regions: eligible nodes joined by the rank-4 values one produces and the other reads. A
 //      region goes channels-last when it holds a convolution with multiples of 8 channels on
 //      both sides of its filter (what the tensor-core kernels take); the rest stays as it is, so
@@ -64,7 +67,7 @@ bool isTensorCoreConvolution(const Node* n) {
 /// How a chosen node changes.
 enum class Form {
   None, Attribute, Agnostic, ChannelAxis, BiasGradient, Padding, ReduceAxes, SliceAxes,
-  ChannelSplit, ChannelShuffle, ChannelMerge, SpatialOnes
+  ChannelSplit, ChannelShuffle, ChannelMerge, SpatialOnes, ToLastPermute, FromLastPermute
 };
 
 /// A Reshape of [N, C, H, W] into [N, a, b, H, W] (a * b = C): the first step of a channel
@@ -131,9 +134,11 @@ Form formOf(const Node* n) {
   if (opHas(n->op(), OpFlag::LayoutFree)) {
     // Rank-4 operands may broadcast against each other (a squeeze-excitation's Mul of [N,C,H,W]
     // by [N,C,1,1]): permuted alike, they broadcast alike. Lower ranks would align with other dims.
+    // Lower-rank operands align with the last dims, as numpy broadcasts them (ConvNeXt's layer
+    // scale, [C, 1, 1]): they are made rank 4 first, then permuted.
     if (n->output(0)->rank() != 4) return Form::None;
     for (const Value* v : n->inputs())
-      if (v->rank() != 0 && v->rank() != 4) return Form::None;
+      if (v->rank() > 4) return Form::None;
     return Form::Agnostic;
   }
   if (n->op() == OpKind::Concat || n->op() == OpKind::Split) {
@@ -165,6 +170,11 @@ Form formOf(const Node* n) {
       return Form::ReduceAxes;
   }
   if (n->op() == OpKind::Reshape && spatialOnes(n)) return Form::SpatialOnes;
+  if (n->op() == OpKind::Transpose && n->input(0)->rank() == 4) {
+    std::vector<int64_t> perm = n->attrs().getInts("perm");
+    if (perm == std::vector<int64_t>{0, 2, 3, 1}) return Form::ToLastPermute;
+    if (perm == std::vector<int64_t>{0, 3, 1, 2}) return Form::FromLastPermute;
+  }
   return Form::None;
 }
 
@@ -193,10 +203,15 @@ private:
     // Forms are decided on the graph as it is: the rewrite changes the shapes they look at.
     for (Node* n : g_.nodes())
       if (Form f = formOf(n); f != Form::None) eligible.push_back(n), parent_[n] = n, forms_[n] = f;
-    for (Node* n : eligible)
+    // An exporter's permute joins the region on its NCHW side only: the other side is plain
+    // [N, H, W, C] data, whatever the layout.
+    for (Node* n : eligible) {
+      if (forms_[n] == Form::FromLastPermute) continue;
       for (const Value* v : n->inputs())
-        if ((v->rank() == 4 || v->rank() == 5) && v->producer() && parent_.count(v->producer()))
+        if ((v->rank() == 4 || v->rank() == 5) && v->producer() && parent_.count(v->producer()) &&
+            forms_[v->producer()] != Form::ToLastPermute)
           parent_[find(n)] = find(v->producer());
+    }
     std::set<Node*> withConv;
     for (Node* n : eligible)
       if (isTensorCoreConvolution(n)) withConv.insert(find(n));
@@ -204,8 +219,22 @@ private:
       if (withConv.count(find(n))) chosen_.insert(n);
   }
 
-  /// A Transpose of `v` by `perm`, inserted before the insertion point.
+  /// A Transpose of `v` by `perm`, inserted before the insertion point; a Reshape (a view in
+  /// the memory plan) when the permutation moves only dims of size 1, so that the bytes keep
+  /// their order (a squeeze-excitation gate [N, C, 1, 1], a one-channel image). A parameter
+  /// keeps its Transpose: fuse-casts gathers those of every filter into one CastGroup launch,
+  /// where a Reshape of persistent data would be a copy of its own.
   Expected<Value*> transpose(Value* v, std::vector<int64_t> perm, const std::string& name) {
+    const Shape& x = v->shape();
+    std::vector<int64_t> kept; // the non-unit dims, in the order the result has them
+    for (int64_t d : perm)
+      if (x[size_t(d)] != 1) kept.push_back(d);
+    if (v->role() != TensorRole::Param && std::is_sorted(kept.begin(), kept.end())) {
+      Shape y;
+      for (int64_t d : perm) y.push_back(x[size_t(d)]);
+      HGP_ASSIGN_OR_RETURN(Node * r, reshape(v, y, name));
+      return r->output(0);
+    }
     AttrMap a;
     a.setInts("perm", std::move(perm));
     HGP_ASSIGN_OR_RETURN(Node * t, g_.addNode(OpKind::Transpose, {v}, a, name));
@@ -213,6 +242,16 @@ private:
                                                             : TensorRole::Activation);
     ++transposes_;
     return t->output(0);
+  }
+
+  /// A Reshape of `v` to `shape`, inserted before the insertion point, with v's role.
+  Expected<Node*> reshape(Value* v, const Shape& shape, const std::string& name) {
+    AttrMap a;
+    a.setInts("shape", shape);
+    HGP_ASSIGN_OR_RETURN(Node * r, g_.addNode(OpKind::Reshape, {v}, a, name));
+    r->output(0)->setRole(v->role() == TensorRole::Gradient ? TensorRole::Gradient
+                                                            : TensorRole::Activation);
+    return r;
   }
 
   /// The channels-last form of a rank-4 value from outside the regions, made once. Its name
@@ -226,11 +265,68 @@ private:
     return last_[v] = t;
   }
 
+  /// An exporter's permute between NCHW and the channels-last order (ConvNeXt's, around its
+  /// LayerNorms and Linear layers): in a channels-last region its result is the bytes it reads,
+  /// so it becomes a Reshape to the same shape, which the memory plan makes a view. Into the
+  /// channels-last order ([0, 2, 3, 1]) the view is a plain [N, H, W, C] value; out of it
+  /// ([0, 3, 1, 2]) the view is the channels-last form of the NCHW result.
+  Status rewritePermute(Node* n, Form form) {
+    g_.setInsertionPoint(n);
+    Value* in = n->input(0);
+    if (form == Form::ToLastPermute && !channelsLast_.count(in)) {
+      HGP_ASSIGN_OR_RETURN(in, toLast(in));
+    }
+    HGP_ASSIGN_OR_RETURN(Node * view, reshape(in, in->shape(), n->name()));
+    Value *old = n->output(0), *r = view->output(0);
+    r->setRole(old->role());
+    std::vector<std::pair<Value*, Value*>> take = {{old, r}};
+    if (form == Form::FromLastPermute) {
+      take.clear();
+      HGP_TRY(route(old, r, take));
+    }
+    g_.setInsertionPoint(nullptr);
+    return takeOverValues(g_, ctx_, take, {n});
+  }
+
+  /// Gives `r`, the channels-last form of `old`, to old's readers in the regions, and a
+  /// Transpose back to the rest (and to graph outputs and carries); records which value takes
+  /// over old's name.
+  Status route(Value* old, Value* r, std::vector<std::pair<Value*, Value*>>& take) {
+    channelsLast_.insert(r);
+    // The conversion's name says what forced it: the first NCHW-only reader, or the graph's
+    // interface (an output, a carry).
+    Value* back = nullptr;
+    std::vector<Node*> readers(old->users().begin(), old->users().end());
+    std::string cause;
+    for (Node* u : readers)
+      if (!chosen_.count(u) && cause.empty()) cause = u->opName() + std::string(" ") + u->name();
+    if (cause.empty() && escapesGraph(g_, old)) cause = "output " + old->name();
+    if (!cause.empty()) {
+      HGP_ASSIGN_OR_RETURN(back, transpose(r, {0, 3, 1, 2}, "layout/to-nchw for " + cause));
+    }
+    for (Node* u : readers)
+      for (size_t j = 0; j < u->numInputs(); ++j)
+        if (u->input(j) == old) u->setInput(j, chosen_.count(u) ? r : back);
+    take.push_back({old, back ? back : r});
+    return Status::ok();
+  }
+
   Status rewrite(Node* n) {
     Form form = forms_.at(n);
+    if (form == Form::ToLastPermute || form == Form::FromLastPermute) return rewritePermute(n, form);
     std::vector<Value*> inputs;
     g_.setInsertionPoint(n);
     for (Value* v : n->inputs()) {
+      if (form == Form::Agnostic && v->rank() > 0 && v->rank() < 4) { // broadcast from the right
+        auto it = ranked_.find(v);
+        if (it == ranked_.end()) {
+          Shape four(4 - size_t(v->rank()), 1);
+          four.insert(four.end(), v->shape().begin(), v->shape().end());
+          HGP_ASSIGN_OR_RETURN(Node * r, reshape(v, four, "layout/rank-4 " + v->name()));
+          it = ranked_.emplace(v, r->output(0)).first;
+        }
+        v = it->second;
+      }
       if (v->rank() != 4 || channelsLast_.count(v)) {
         inputs.push_back(v);
         continue;
@@ -273,24 +369,7 @@ private:
         take.push_back({old, r});
         continue;
       }
-      channelsLast_.insert(r);
-      // Readers inside the regions take the channels-last result; the rest, and graph
-      // outputs and carries, a Transpose back.
-      // The conversion's name says what forced it: the first NCHW-only reader, or the graph's
-      // interface (an output, a carry).
-      Value* back = nullptr;
-      std::vector<Node*> readers(old->users().begin(), old->users().end());
-      std::string cause;
-      for (Node* u : readers)
-        if (!chosen_.count(u) && cause.empty()) cause = u->opName() + std::string(" ") + u->name();
-      if (cause.empty() && escapesGraph(g_, old)) cause = "output " + old->name();
-      if (!cause.empty()) {
-        HGP_ASSIGN_OR_RETURN(back, transpose(r, {0, 3, 1, 2}, "layout/to-nchw for " + cause));
-      }
-      for (Node* u : readers)
-        for (size_t j = 0; j < u->numInputs(); ++j)
-          if (u->input(j) == old) u->setInput(j, chosen_.count(u) ? r : back);
-      take.push_back({old, back ? back : r});
+      HGP_TRY(route(old, r, take));
     }
     g_.setInsertionPoint(nullptr);
     return takeOverValues(g_, ctx_, take, {n});
@@ -303,6 +382,7 @@ private:
   std::map<Node*, Form> forms_;
   std::set<const Value*> channelsLast_;
   std::map<Value*, Value*> last_;
+  std::map<Value*, Value*> ranked_; ///< lower-rank broadcast operands, made rank 4 once
   int64_t transposes_ = 0;
 };
 
