@@ -138,6 +138,31 @@ TEST(OnnxModernOpsTest, ComparisonsNotAndWhereAreMaskOps) {
   EXPECT_EQ(g->outputs()[1]->dtype(), DType::F32);
 }
 
+/// torch 1.13 writes torch.where(x < 1, 1.0, x) with an int64-typed threshold here and a float64
+/// branch constant: constants are converted to the dtype the node computes in.
+TEST(OnnxModernOpsTest, ConstantsOfOtherDTypesFollowTheRunTimeOperand) {
+  OnnxModelBuilder b(17, 8, "pytorch");
+  b.input("x", {2, 3});
+  b.constantI64("one", {}, {1});
+  b.node("Less", {"x", "one"}, {"c"});
+  auto& k = b.node("Constant", {}, {"v"});
+  auto* t = k.add_attribute();
+  t->set_name("value");
+  t->set_type(onnx::AttributeProto::TENSOR);
+  t->mutable_t()->set_data_type(onnx::TensorProto::DOUBLE);
+  t->mutable_t()->add_double_data(1.0);
+  b.node("Where", {"c", "v", "x"}, {"w"});
+  b.node("Max", {"w", "one"}, {"y"});
+  b.output("y");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  const Node* w = findOp(*g, OpKind::Where);
+  ASSERT_TRUE(w);
+  for (const Value* v : w->inputs()) EXPECT_EQ(v->dtype(), DType::F32);
+  EXPECT_EQ(findOp(*g, OpKind::Max)->output(0)->dtype(), DType::F32);
+  EXPECT_EQ(countOps(*g, OpKind::Cast), 0);
+}
+
 TEST(OnnxModernOpsTest, IntegerComparisonsAreRefusedClearly) {
   OnnxModelBuilder b;
   b.input("a", {3}, 6);

@@ -11,9 +11,41 @@
 // hgpc computes in float dtypes.
 #include "frontends/onnx/importers/Importers.h"
 
-#include <optional>
-
 namespace hgp {
+
+/// The dtype the node computes in: that of its first float operand computed at run time (f32
+/// when there is none, or when it is a bool). Constants follow it: torch writes the scalar of
+/// torch.where(c, 1.0, x) as a float64 Constant beside a float32 x.
+DType workDType(OnnxNode& n, std::vector<size_t> operands) {
+  for (size_t i : operands) {
+    if (n.known(i)) continue;
+    auto t = n.inputType(i);
+    if (t && isFloatDType(t->dtype) && t->dtype != DType::F64) return t->dtype;
+  }
+  return DType::F32;
+}
+
+/// Input i as an operand of dtype `to`: a constant is converted at import (bools to 0/1), a bool
+/// graph input becomes a mask by a Cast, a float of another dtype is Cast.
+Expected<Value*> floatOperand(OnnxNode& n, size_t i, DType to) {
+  if (TensorDataPtr k = n.known(i); k && k->type.dtype != to) {
+    HGP_ASSIGN_OR_RETURN(auto c, makeTensor(TensorType{to, k->type.shape}, "a constant of " + n.loc()));
+    for (int64_t e = 0; e < k->type.numElements(); ++e) writeDouble(*c, e, readDouble(*k, e));
+    TensorType type = c->type;
+    return n.graph().addGraphValue(n.graph().uniqueName(n.inputName(i)), TensorRole::Const, type,
+                                   TensorDataPtr(std::move(c)));
+  }
+  HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
+  if (v->dtype() != DType::Bool && !isFloatDType(v->dtype()))
+    return n.fail(std::string("operand ") + std::to_string(i) + " is " + dtypeName(v->dtype()) +
+                  "; hgpc computes in float dtypes, so comparisons and selections of integer "
+                  "tensors at run time are not supported");
+  if (v->dtype() == to) return v;
+  AttrMap a;
+  a.setString("to", dtypeName(to));
+  HGP_ASSIGN_OR_RETURN(Node * c, n.emit(OpKind::Cast, {v}, a));
+  return c->output(0);
+}
 
 namespace {
 
@@ -26,22 +58,6 @@ Expected<Value*> scalarConst(OnnxNode& n, DType t, double v) {
                                  TensorDataPtr(std::move(data)));
 }
 
-/// Input i as a float operand: a bool graph input or constant becomes a mask of dtype `want`
-/// (f32 when null); a float one is cast to `want` when it differs.
-Expected<Value*> floatOperand(OnnxNode& n, size_t i, std::optional<DType> want = std::nullopt) {
-  HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
-  DType to = want ? *want : (v->dtype() == DType::Bool ? DType::F32 : v->dtype());
-  if (v->dtype() != DType::Bool && !isFloatDType(v->dtype()))
-    return n.fail(std::string("operand ") + std::to_string(i) + " is " + dtypeName(v->dtype()) +
-                  "; hgpc computes in float dtypes, so comparisons and selections of integer "
-                  "tensors at run time are not supported");
-  if (v->dtype() == to) return v;
-  AttrMap a;
-  a.setString("to", dtypeName(to));
-  HGP_ASSIGN_OR_RETURN(Node * c, n.emit(OpKind::Cast, {v}, a));
-  return c->output(0);
-}
-
 /// Binds result 0 to the mask `m` and records that it stands for a bool.
 void bindMask(OnnxNode& n, Value* m) {
   n.setOutput(0, m);
@@ -49,8 +65,9 @@ void bindMask(OnnxNode& n, Value* m) {
 }
 
 Status compare(OnnxNode& n, OpKind op) {
-  HGP_ASSIGN_OR_RETURN(Value * a, floatOperand(n, 0));
-  HGP_ASSIGN_OR_RETURN(Value * b, floatOperand(n, 1, a->dtype()));
+  DType t = workDType(n, {0, 1});
+  HGP_ASSIGN_OR_RETURN(Value * a, floatOperand(n, 0, t));
+  HGP_ASSIGN_OR_RETURN(Value * b, floatOperand(n, 1, t));
   HGP_ASSIGN_OR_RETURN(Node * c, n.emit(op, {a, b}, {}));
   bindMask(n, c->output(0));
   return Status::ok();
@@ -75,7 +92,7 @@ Status importEqual(OnnxNode& n) {
 }
 
 Status importNot(OnnxNode& n) {
-  HGP_ASSIGN_OR_RETURN(Value * m, floatOperand(n, 0));
+  HGP_ASSIGN_OR_RETURN(Value * m, floatOperand(n, 0, workDType(n, {0})));
   HGP_ASSIGN_OR_RETURN(Value * one, scalarConst(n, m->dtype(), 1.0));
   HGP_ASSIGN_OR_RETURN(Node * s, n.emit(OpKind::Sub, {one, m}, {}));
   bindMask(n, s->output(0));
@@ -83,9 +100,10 @@ Status importNot(OnnxNode& n) {
 }
 
 Status importWhere(OnnxNode& n) {
-  HGP_ASSIGN_OR_RETURN(Value * a, floatOperand(n, 1));
-  HGP_ASSIGN_OR_RETURN(Value * b, floatOperand(n, 2, a->dtype()));
-  HGP_ASSIGN_OR_RETURN(Value * c, floatOperand(n, 0, a->dtype()));
+  DType t = workDType(n, {1, 2});
+  HGP_ASSIGN_OR_RETURN(Value * a, floatOperand(n, 1, t));
+  HGP_ASSIGN_OR_RETURN(Value * b, floatOperand(n, 2, t));
+  HGP_ASSIGN_OR_RETURN(Value * c, floatOperand(n, 0, t));
   HGP_ASSIGN_OR_RETURN(Node * w, n.emit(OpKind::Where, {c, a, b}, {}));
   // Where of two masks (a bool select) is a mask too.
   if (n.ctx().boolMasks.count(n.inputName(1)) && n.ctx().boolMasks.count(n.inputName(2)))

@@ -179,13 +179,20 @@ Status chain(OnnxNode& n, OpKind op) {
     n.aliasOutput(0, 0);
     return Status::ok();
   }
-  HGP_ASSIGN_OR_RETURN(Value * acc, n.input(0));
+  std::vector<size_t> all;
+  for (size_t i = 0; i < n.numInputs(); ++i) all.push_back(i);
+  DType t = workDType(n, all);
+  Value* acc = nullptr;
   for (size_t i = 0; i < n.numInputs(); ++i) {
-    HGP_ASSIGN_OR_RETURN(Value * v, n.input(i));
-    if (!isFloatDType(v->dtype()))
-      return n.fail(std::string(n.opType()) + " of " + dtypeName(v->dtype()) +
+    HGP_ASSIGN_OR_RETURN(TensorType vt, n.inputType(i));
+    if (!n.known(i) && !isFloatDType(vt.dtype))
+      return n.fail(std::string(n.opType()) + " of " + dtypeName(vt.dtype) +
                     " tensors is not supported (hgpc computes in float dtypes)");
-    if (i == 0) continue;
+    HGP_ASSIGN_OR_RETURN(Value * v, floatOperand(n, i, t));
+    if (i == 0) {
+      acc = v;
+      continue;
+    }
     HGP_ASSIGN_OR_RETURN(Node * node, n.emit(op, {acc, v}, {}));
     acc = node->output(0);
   }

@@ -45,6 +45,14 @@ Expected<WindowAttrs> readWindowAttrs(OnnxNode& n, const Shape& spatial,
 /// operand is a draw.
 Status compareDrawIfAny(OnnxNode& n, bool less, bool& handled);
 
+/// The dtype a node of float math computes in: that of its first operand among `operands` that is
+/// a float computed at run time, else f32 (CompareImporters.cpp).
+DType workDType(OnnxNode& n, std::vector<size_t> operands);
+
+/// Input i as an operand of dtype `to`: a constant converted at import, a bool graph input Cast
+/// to a 0/1 mask, a float of another dtype Cast; an integer tensor at run time is an error.
+Expected<Value*> floatOperand(OnnxNode& n, size_t i, DType to);
+
 /// Binds result 0 of `n` to the mask X != 0 (a Cast of the float X to bool; CompareImporters.cpp).
 Status castToMask(OnnxNode& n, Value* x);
 
