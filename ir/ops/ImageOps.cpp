@@ -28,4 +28,18 @@ Status inferImageInput(InferContext& ctx) {
   return Status::ok();
 }
 
+Status inferDeviceBatch(InferContext& ctx) {
+  const TensorType &data = ctx.in(0), &rows = ctx.in(1), &draw = ctx.in(2);
+  if (data.dtype != DType::U8 || data.rank() != 4)
+    return ctx.fail("DeviceBatch's data set must be u8 [D,H,W,C], not " +
+                    std::string(dtypeName(data.dtype)) + " " + shapeToString(data.shape));
+  if (rows.dtype != DType::I64 || rows.rank() != 1)
+    return ctx.fail("DeviceBatch's rows must be i64 [N]");
+  if (draw.dtype != DType::I64 || draw.shape != Shape{4})
+    return ctx.fail("DeviceBatch's draws must be i64 [4] (seed, epoch, padding, flip)");
+  const int64_t n = rows.shape[0];
+  ctx.outputs = {{DType::U8, {n, data.shape[1], data.shape[2], data.shape[3]}}, {DType::U8, {n}}};
+  return Status::ok();
+}
+
 } // namespace hgp

@@ -1,7 +1,10 @@
-// CPU executor for ImageInput (runtime/plan/OpList.def): the reference for the CUDA kernel,
-// NCHW or (channels_last=1) NHWC results.
+// CPU executors for ImageInput and DeviceBatch (runtime/plan/OpList.def): the references for
+// the CUDA kernels; ImageInput writes NCHW or (channels_last=1) NHWC results.
 #include "runtime/cpu/CpuKernel.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/support/SampleDraws.h"
+
+#include <cstring>
 
 namespace hgp::cpu {
 
@@ -30,6 +33,46 @@ Status execImageInput(KernelArgs& a) {
           out[last ? ((i * h + r) * w + col) * c + ch : ((i * c + ch) * h + r) * w + col] = (v - m) / s;
         }
     }
+  return Status::ok();
+}
+
+Status execDeviceBatch(KernelArgs& a) {
+  HGP_TRY(checkArity(a, 3, 3, 2, 2));
+  const TensorView &data = a.in[0], &rows = a.in[1], &draw = a.in[2], &x = a.out[0],
+                   &flip = a.out[1];
+  if (data.dtype != DType::U8 || data.rank() != 4 || rows.dtype != DType::I64 ||
+      draw.dtype != DType::I64 || draw.numel() != 4 || x.dtype != DType::U8 || flip.dtype != DType::U8)
+    return a.fail("DeviceBatch takes u8 [D,H,W,C], i64 [N] rows and i64 [4] draws");
+  const int64_t d = data.dim(0), h = data.dim(1), w = data.dim(2), c = data.dim(3), n = rows.numel();
+  HGP_TRY(checkShape(a, x, Shape{n, h, w, c}, "X"));
+  HGP_TRY(checkShape(a, flip, Shape{n}, "flip"));
+  const int64_t* dr = draw.as<int64_t>();
+  const int64_t* row = rows.as<int64_t>();
+  const int64_t pad = dr[2];
+  double p = 0;
+  std::memcpy(&p, &dr[3], sizeof p);
+  const uint8_t* src = data.as<uint8_t>();
+  uint8_t* out = x.as<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (row[i] < 0 || row[i] >= d)
+      return a.fail("DeviceBatch: row " + std::to_string(row[i]) + " is outside the data set's " +
+                    std::to_string(d) + " samples");
+    SampleDraws g(uint64_t(dr[0]), dr[1], row[i]);
+    int64_t oy = 0, ox = 0, shift = 0; // the crop's top-left corner in the padded image
+    if (pad >= 0) {
+      oy = drawInteger(g.uniform(), 0, 2 * pad + 1);
+      ox = drawInteger(g.uniform(), 0, 2 * pad + 1);
+      shift = pad;
+    }
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t col = 0; col < w; ++col) {
+        const int64_t sy = oy + y - shift, sx = ox + col - shift;
+        const bool in = sy >= 0 && sy < h && sx >= 0 && sx < w;
+        for (int64_t ch = 0; ch < c; ++ch)
+          out[((i * h + y) * w + col) * c + ch] = in ? src[((row[i] * h + sy) * w + sx) * c + ch] : 0;
+      }
+    flip.as<uint8_t>()[i] = p > 0 && g.uniform() < p ? 1 : 0;
+  }
   return Status::ok();
 }
 

@@ -27,13 +27,14 @@ std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t 
 
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
                          bool dropLast, int64_t epoch, int64_t index, int rank, int ranks,
-                         unsigned threads)
+                         unsigned threads, const std::vector<int64_t>* residentLabels)
     : data_(data), batch_(batch), shuffle_(shuffle), dropLast_(dropLast), seed_(seed),
       epoch_(epoch), index_(index), rank_(dropLast && !data.shardedByRank() ? rank : 0),
       ranks_(dropLast && !data.shardedByRank() ? ranks : 1) {
   perEpoch_ = dropLast ? data.size() / (batch * ranks_) : (data.size() + batch - 1) / batch;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (data.decodes()) {
+  resident_ = residentLabels;
+  if (data.decodes() && !resident_) {
     // Decoding images: the loader thread and threads - 1 workers.
     unsigned n = threads ? threads : std::max(1u, cores - 1);
     if (n > 1) pool_ = std::make_unique<ThreadPool>(n - 1);
@@ -59,6 +60,20 @@ void BatchLoader::fill(Batch& b, int64_t epoch, int64_t index, const std::vector
   b.epoch = epoch;
   b.index = index;
   const bool u8 = data_.givesPixels();
+  if (resident_) {
+    // --data-on-device: the indices and labels only.
+    int64_t first = (index * ranks_ + rank_) * batch_;
+    b.valid = std::min(batch_, data_.size() - first);
+    b.rows.resize(size_t(batch_));
+    b.labels.resize(size_t(batch_));
+    for (int64_t r = 0; r < batch_; ++r) {
+      int64_t sample = order[size_t(first + std::min(r, b.valid - 1))];
+      b.rows[size_t(r)] = sample;
+      b.labels[size_t(r)] = (*resident_)[size_t(sample)];
+    }
+    b.status = Status::ok();
+    return;
+  }
   if (u8) {
     b.pixels.resize(size_t(batch_ * per));
     b.flips.resize(size_t(batch_));

@@ -31,6 +31,8 @@ struct Batch {
   /// For a --pixels u8 plan (Dataset::givesPixels), instead of `images`: 8-bit N x H x W x C
   /// pixels and a flip flag per row.
   std::vector<uint8_t> pixels, flips;
+  /// For --data-on-device (DeviceData.h), instead of pixels: the rows' sample indices.
+  std::vector<int64_t> rows;
   /// Not ok when a sample could not be read (a corrupt image under --bad-images fail).
   Status status;
 };
@@ -39,10 +41,12 @@ class BatchLoader {
 public:
   /// `dropLast`: training mode (full batches only). Starts producing at (epoch, index). This
   /// loader reads rank `rank`'s shard of `ranks` (training mode only). `threads` fill a batch
-  /// of decoded images (Dataset::decodes) together; 0 means all cores but one.
+  /// of decoded images (Dataset::decodes) together; 0 means all cores but one. With
+  /// `residentLabels` (--data-on-device, the data set's labels) a batch holds only its rows'
+  /// sample indices (Batch::rows) and labels: the device gathers the pixels itself.
   BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed, bool dropLast,
               int64_t epoch = 0, int64_t index = 0, int rank = 0, int ranks = 1,
-              unsigned threads = 0);
+              unsigned threads = 0, const std::vector<int64_t>* residentLabels = nullptr);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -70,6 +74,7 @@ private:
   std::deque<std::unique_ptr<Batch>> ready_, free_;
   std::unique_ptr<ThreadPool> pool_; ///< Fills large batches in parallel.
   std::vector<int64_t> streamIds_;   ///< The batch's samples, from a SampleStream.
+  const std::vector<int64_t>* resident_ = nullptr;
   bool stop_ = false;
   std::thread thread_;
 };

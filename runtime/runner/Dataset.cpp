@@ -363,6 +363,12 @@ std::vector<int64_t> Dataset::order(bool shuffle, uint64_t seed, int64_t epoch) 
   return epochOrder(size(), shuffle, seed, epoch);
 }
 
+Expected<ResidentData> Dataset::resident() const {
+  return Status(ErrorCode::DataNotOnDevice,
+                "--data-on-device holds 8-bit data sets that are in memory (idx, CIFAR) on the "
+                "GPU; " + describe() + " is not one");
+}
+
 Status Dataset::getPixels(int64_t, int64_t, uint8_t*, uint8_t*, int64_t*) const {
   return Status(ErrorCode::Internal, describe() + " gives float samples, not 8-bit pixels");
 }

@@ -35,6 +35,17 @@ public:
   virtual Status next(int64_t n, std::vector<int64_t>& ids) = 0;
 };
 
+/// A training set held whole in memory as 8-bit pixels, for --data-on-device
+/// (runtime/runner/DeviceData.h): D images of the model's H x W x C, channels last, their
+/// labels, and the augmentation the device applies (RandomCrop's padding, -1 for none; the flip
+/// probability).
+struct ResidentData {
+  std::vector<uint8_t> pixels;
+  std::vector<int64_t> labels;
+  int padding = -1;
+  double flip = 0;
+};
+
 class Dataset {
 public:
   virtual ~Dataset() = default;
@@ -70,6 +81,9 @@ public:
   /// the plan's ImageInput node does that), its flip flag and its label.
   virtual Status getPixels(int64_t index, int64_t epoch, uint8_t* pixels, uint8_t* flip,
                            int64_t* label) const;
+  /// The whole set for --data-on-device, or ErrorCode::DataNotOnDevice saying why it cannot be
+  /// held there (not 8-bit data in memory, images to resize, a resampling crop).
+  virtual Expected<ResidentData> resident() const;
   /// "fashion-mnist train (60000 samples)".
   virtual std::string describe() const = 0;
 };

@@ -69,6 +69,29 @@ public:
     return src_->stream(shuffle, seed, epoch, start);
   }
 
+  Expected<ResidentData> resident() const override {
+    auto refuse = [&](const std::string& why) {
+      return Status(ErrorCode::DataNotOnDevice, "--data-on-device: " + src_->describe() + " " + why);
+    };
+    ResidentData r;
+    Shape img;
+    if (!opt_.pixels) return refuse("feeds float samples; the executable must take 8-bit pixels (hgpc compile --pixels u8)");
+    if (!src_->residentPixels(r.pixels, r.labels, img))
+      return refuse("is decoded from files; only 8-bit data in memory (idx, CIFAR) can be held on the GPU");
+    const Shape& s = opt_.sampleShape;
+    if (img != Shape{s[1], s[2], s[0]})
+      return refuse("has images of " + shapeToString(img) + " (H x W x C) and the model takes " +
+                    shapeToString({s[1], s[2], s[0]}) + "; the device does not resize");
+    using Crop = AugmentPlan::TrainCrop;
+    const AugmentPlan& a = opt_.augment;
+    if (opt_.train && a.trainCrop == Crop::RandomResized)
+      return refuse("is augmented with RandomResizedCrop, which resamples on the host; use "
+                    "--augment cifar or none");
+    r.padding = opt_.train && a.trainCrop == Crop::RandomPadded ? a.padding : -1;
+    r.flip = opt_.train ? a.flip : 0;
+    return r;
+  }
+
   Status get(int64_t index, int64_t epoch, float* image, int64_t* label) const override {
     return sample(index, epoch, image, nullptr, nullptr, label);
   }
@@ -178,6 +201,18 @@ public:
   int64_t label(int64_t i) const override { return labels_[size_t(i)]; }
   std::string name(int64_t i) const override { return what_ + " sample " + std::to_string(i); }
   std::string describe() const override { return what_; }
+  bool residentPixels(std::vector<uint8_t>& hwc, std::vector<int64_t>& labels,
+                      Shape& imageShape) const override {
+    const int64_t c = shape_[0], hw = shape_[1] * shape_[2], per = c * hw;
+    hwc.resize(pixels_.size());
+    for (size_t i = 0; i < labels_.size(); ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < hw; ++p)
+          hwc[i * size_t(per) + size_t(p * c + ch)] = pixels_[i * size_t(per) + size_t(ch * hw + p)];
+    labels = labels_;
+    imageShape = {shape_[1], shape_[2], c};
+    return true;
+  }
   Status read(int64_t i, std::vector<uint8_t>&, Image& raw) const override {
     const int c = int(shape_[0]), h = int(shape_[1]), w = int(shape_[2]);
     const uint8_t* src = pixels_.data() + size_t(i) * size_t(c * h * w);

@@ -29,6 +29,13 @@ public:
   /// Reads sample `index`: its encoded file into `bytes`, or, for a source of raw pixels, the
   /// image into `raw` (and `bytes` left empty). Safe to call from several threads.
   virtual Status read(int64_t index, std::vector<uint8_t>& bytes, Image& raw) const = 0;
+  /// A source of raw pixels in memory: every image, H x W x C and channels last, and the
+  /// labels, for --data-on-device; false for sources that decode files.
+  virtual bool residentPixels(std::vector<uint8_t>& hwc, std::vector<int64_t>& labels,
+                              Shape& imageShape) const {
+    (void)hwc, (void)labels, (void)imageShape;
+    return false;
+  }
   /// "image folder ./train (1000 images, 10 classes)".
   virtual std::string describe() const = 0;
   /// Class names in label order; empty for sources without names.

@@ -6,25 +6,13 @@
 
 namespace hgp {
 
-SampleRng::SampleRng(uint64_t seed, int64_t epoch, int64_t index) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull;
-  s ^= (uint64_t(epoch) + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
-  s ^= (uint64_t(index) + 0x2545F4914F6CDD1Dull) * 0x94D049BB133111EBull;
-  state_ = s;
-}
+SampleRng::SampleRng(uint64_t seed, int64_t epoch, int64_t index) : draws_(seed, epoch, index) {}
 
-double SampleRng::uniform() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-}
+double SampleRng::uniform() { return draws_.uniform(); }
 
 namespace {
 
-int64_t integer(const Uniform& u, int64_t lo, int64_t hi) {
-  return lo + std::min<int64_t>(hi - lo - 1, int64_t(std::floor(u() * double(hi - lo))));
-}
+int64_t integer(const Uniform& u, int64_t lo, int64_t hi) { return drawInteger(u(), lo, hi); }
 
 /// Python's round(): to nearest, ties to even.
 int pyRound(double v) { return int(std::nearbyint(v)); }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "runtime/runner/ImageDecoder.h"
+#include "runtime/support/SampleDraws.h"
 
 #include <array>
 #include <cstdint>
@@ -26,14 +27,15 @@
 
 namespace hgp {
 
-/// Uniform doubles in [0, 1) from SplitMix64, seeded by (seed, epoch, index).
+/// Uniform doubles in [0, 1) from SplitMix64, seeded by (seed, epoch, index): SampleDraws
+/// (runtime/support/SampleDraws.h), which the DeviceBatch op draws on the GPU too.
 class SampleRng {
 public:
   SampleRng(uint64_t seed, int64_t epoch, int64_t index);
   double uniform();
 
 private:
-  uint64_t state_;
+  SampleDraws draws_;
 };
 
 /// Where the transforms draw their random numbers: uniform doubles in [0, 1). torchvision's

@@ -8,7 +8,7 @@
 //       [--trace FILE.json] [--gpus N] [--rendezvous DIR] [--timeout SECONDS]
 //       [--augment imagenet|cifar|none] [--crop-scale LO,HI] [--crop-ratio LO,HI]
 //       [--crop-padding N] [--flip P] [--eval-resize N] [--dct-scale on|off]
-//       [--loader-threads N] [--bad-images skip|fail] [--shuffle-buffer N]
+//       [--loader-threads N] [--bad-images skip|fail] [--shuffle-buffer N] [--data-on-device]
 //
 // Exit codes: 0 ok, 1 internal, 2 usage, 3 invalid bundle, 4 i/o, 5 bad data, 6 device,
 // 7 diverged, 8 out of memory, 9 peer rank failed; 130 and 143 stopped by SIGINT and SIGTERM
@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
                  "tar shards: shuffle within a buffer of N samples while each shard is read "
                  "front to back (default 1000; WebDataset's shuffle(N))")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  app.add_flag("--data-on-device", o.dataOnDevice,
+               "hold the 8-bit training set (idx, CIFAR) whole on the GPU and gather, crop and "
+               "flip each batch there (--pixels u8 executables; exit code 10 when it cannot)");
   auto* epochs = app.add_option("--epochs", o.epochs, "epochs to train in this run");
   auto* steps = app.add_option("--steps", o.steps, "steps to train in this run");
   epochs->excludes(steps);

@@ -6,6 +6,7 @@
 #include "runtime/runner/BatchLoader.h"
 #include "runtime/runner/Checkpoint.h"
 #include "runtime/runner/DataSetup.h"
+#include "runtime/runner/DeviceData.h"
 #include "runtime/runner/Destinations.h"
 #include "runtime/runner/Devices.h"
 #include "runtime/runner/Distributed.h"
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <array>
 #include <tuple>
 
 namespace hgp {
@@ -124,8 +126,6 @@ public:
                      (long long)plan_.tensors[size_t(plan_.binding("input"))].type.shape[0],
                      ranks_.ranks);
     }
-    if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
-    HGP_TRY(backend_->load(plan_, InitData{bundle_.data, fileBytes_}));
 
     const PlanTensor& input = plan_.tensors[size_t(plan_.binding("input"))];
     batch_ = input.type.shape[0];
@@ -159,6 +159,35 @@ public:
     if (!opt_.eval.empty()) {
       HGP_ASSIGN_OR_RETURN(eval_, openDataset(opt_.eval, Split::Test, req));
     }
+    // --data-on-device (DeviceData.h): the plan gains the resident set and its DeviceBatch step
+    // before the backend allocates it.
+    DeviceBatchTensors resident;
+    if (opt_.dataOnDevice) {
+      if (!pixels_)
+        return Status(ErrorCode::DataNotOnDevice, "--data-on-device needs an executable compiled "
+                                                  "with --pixels u8 (hgpc compile --pixels u8)");
+      HGP_ASSIGN_OR_RETURN(resident_, train_->resident());
+      HGP_ASSIGN_OR_RETURN(resident, addDeviceBatch(plan_, train_->size()));
+    }
+    if (!bundle_.fileRefPath.empty()) HGP_TRY(loadReferencedWeights());
+    if (Status st = backend_->load(plan_, InitData{bundle_.data, fileBytes_}); !st) {
+      if (opt_.dataOnDevice && st.code() == ErrorCode::OutOfMemory)
+        return Status(ErrorCode::DataNotOnDevice,
+                      "--data-on-device: " + train_->describe() + " (" +
+                          std::to_string(resident_.pixels.size() >> 20) + " MiB) does not fit in " +
+                          "GPU memory beside the plan; train without --data-on-device (" +
+                          st.message() + ")");
+      return st;
+    }
+    if (opt_.dataOnDevice) {
+      HGP_TRY_CTX(backend_->write(resident.data, resident_.pixels.data()),
+                  "uploading the data set (--data-on-device)");
+      resident_.pixels = {};
+      rowsT_ = resident.rows, drawT_ = resident.draw;
+      if (!quiet_)
+        std::fprintf(stderr, "data on device: %s, %lld samples held on the %s backend\n",
+                     train_->describe().c_str(), (long long)train_->size(), backend_->name());
+    }
     if (!opt_.metrics.empty() && lead_) {
       HGP_ASSIGN_OR_RETURN(metrics_, MetricsLog::open(opt_.metrics));
     }
@@ -175,8 +204,10 @@ public:
   /// Trains; returns the exit code.
   int train() {
     uint64_t seed = opt_.seed.value_or(uint64_t(plan_.meta.getInt("seed")));
+    seed_ = seed;
     BatchLoader loader(*train_, batch_, opt_.shuffle, seed, /*dropLast=*/true, pos_.epoch, pos_.batch,
-                       ranks_.rank, ranks_.ranks, opt_.loaderThreads);
+                       ranks_.rank, ranks_.ranks, opt_.loaderThreads,
+                       opt_.dataOnDevice ? &resident_.labels : nullptr);
     int64_t perEpoch = loader.batchesPerEpoch();
     if (perEpoch == 0) return fail(Status(ErrorCode::BadData, train_->describe() + " has fewer samples than one global batch"));
     int64_t total = opt_.steps > 0 ? opt_.steps : opt_.epochs * perEpoch - pos_.batch;
@@ -200,21 +231,21 @@ public:
       if (opt_.holdBatch && b) {
         // --hold-batch: both input slots already hold the first batch (written, then
         // prefetched, below); a backend without slots gets it written again.
-        if (!backend_->supportsPrefetch()) st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/false);
+        if (!backend_->supportsPrefetch()) st = feed(*b, /*prefetch=*/false);
       } else if (ahead) {
         b = std::move(ahead);
       } else {
         b = loader.next();
         st = b->status;
-        if (st) st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/false);
+        if (st) st = feed(*b, /*prefetch=*/false);
       }
       if (st && opt_.holdBatch && backend_->supportsPrefetch() && done == 0) {
-        st = feedBatch(*backend_, plan_, *b, pixels_, /*prefetch=*/true);
+        st = feed(*b, /*prefetch=*/true);
       } else if (st && !opt_.holdBatch && backend_->supportsPrefetch() && done + 1 < total &&
                  b->index + 1 < perEpoch) {
         ahead = loader.next();
         st = ahead->status;
-        if (st) st = feedBatch(*backend_, plan_, *ahead, pixels_, /*prefetch=*/true);
+        if (st) st = feed(*ahead, /*prefetch=*/true);
       }
       if (st) st = backend_->run("train");
       if (!st) return fail(std::move(st).withContext("step " + std::to_string(pos_.step + 1)));
@@ -369,6 +400,19 @@ private:
     return interruptExitCode(sig);
   }
 
+  /// Hands a training batch to the backend: its pixels, or with --data-on-device its rows and
+  /// the epoch's draws (DeviceData.h).
+  Status feed(const Batch& b, bool prefetch) {
+    if (!opt_.dataOnDevice) return feedBatch(*backend_, plan_, b, pixels_, prefetch);
+    std::array<int64_t, 4> draw = deviceDraws(seed_, b.epoch, resident_);
+    auto put = [&](int t, const void* src) {
+      return prefetch ? backend_->prefetch(t, src) : backend_->write(t, src);
+    };
+    HGP_TRY(put(rowsT_, b.rows.data()));
+    HGP_TRY(put(drawT_, draw.data()));
+    return put(plan_.binding("labels"), b.labels.data());
+  }
+
   bool evaluatedAtStep(int64_t step) const { return lastEvalStep_ == step; }
 
   int evaluate(int64_t epoch) {
@@ -467,6 +511,9 @@ private:
   std::vector<uint8_t> fileBytes_;
   std::unique_ptr<Dataset> train_, eval_;
   bool pixels_ = false; ///< The plan's input is 8-bit pixels (hgpc compile --pixels u8).
+  ResidentData resident_;  ///< --data-on-device: the labels (the pixels live on the device).
+  int rowsT_ = -1, drawT_ = -1;
+  uint64_t seed_ = 0;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<Progress> progress_;
   CheckpointPosition pos_;

@@ -56,6 +56,8 @@ struct RunOptions {
   unsigned loaderThreads = 0;
   bool skipBadImages = true;
   int64_t shuffleBuffer = 1000; ///< Tar shards: the shuffle buffer's size (ShardStream.h).
+  /// Keep the 8-bit training set whole on the device and gather each batch there (DeviceData.h).
+  bool dataOnDevice = false;
   /// Data parallelism (docs/distributed.md): the rendezvous directory for MPI launches, and how
   /// long a rank waits for progress before it declares a peer failed.
   std::string rendezvous;

@@ -17,6 +17,7 @@ const char* errorCodeName(ErrorCode c) {
   case ErrorCode::Diverged: return "training diverged";
   case ErrorCode::OutOfMemory: return "out of memory";
   case ErrorCode::PeerFailed: return "peer rank failed";
+  case ErrorCode::DataNotOnDevice: return "data not on device";
   }
   return "error";
 }

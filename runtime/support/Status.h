@@ -27,6 +27,9 @@ enum class ErrorCode : int {
   Diverged = 7,     ///< Training stopped after too many non-finite steps in a row.
   OutOfMemory = 8,  ///< The memory plan does not fit the device.
   PeerFailed = 9,   ///< Data parallelism: another rank failed, went away or stopped progressing.
+  /// --data-on-device: the data set does not fit in GPU memory beside the plan, or is not a
+  /// kind the device can hold; the same run works without the flag.
+  DataNotOnDevice = 10,
 };
 
 /// The process exit code for an error category.

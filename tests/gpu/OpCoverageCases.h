@@ -17,6 +17,7 @@
 #include "tools/hgpc/Compile.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <set>
@@ -283,6 +284,26 @@ inline std::vector<Case> cases(int arch = 90) {
         addNode(g, OpKind::AllReduce, local,
                 A({{"reduce", std::string("avg")}, {"ranks", int64_t(2)}, {"bucket", int64_t(0)}}),
                 int(local.size()));
+    return n ? n->outputs() : std::vector<Value*>{nullptr};
+  }));
+  c.push_back(plainCase("device-batch", [=](Graph& g) {
+    // Five 4 x 3 two-channel images; rows 4, 0, 4 with RandomCrop padding 1 and a flip of
+    // p = 0.5 drawn on the device (--data-on-device).
+    TensorType dt{DType::U8, {5, 4, 3, 2}}, rt{DType::I64, {3}}, drt{DType::I64, {4}};
+    std::vector<uint8_t> px(size_t(dt.numElements()));
+    for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(7 * i + 1);
+    auto i64s = [](std::vector<int64_t> v) {
+      std::vector<uint8_t> b(v.size() * 8);
+      std::memcpy(b.data(), v.data(), b.size());
+      return b;
+    };
+    double half = 0.5;
+    int64_t halfBits = 0;
+    std::memcpy(&halfBits, &half, 8);
+    Value* data = addValue(g, "data", TensorRole::State, dt, dataOf(dt, px));
+    Value* rows = addValue(g, "rows", TensorRole::State, rt, dataOf(rt, i64s({4, 0, 4})));
+    Value* draw = addValue(g, "draw", TensorRole::State, drt, dataOf(drt, i64s({11, 2, 1, halfBits})));
+    Node* n = addNode(g, OpKind::DeviceBatch, {data, rows, draw}, {}, 2);
     return n ? n->outputs() : std::vector<Value*>{nullptr};
   }));
   c.push_back(fusedCase(arch));
