@@ -10,9 +10,10 @@
 // What may join a group (docs/fusion.md):
 //  - an op marked Fusible in OpList.def whose operands and result all have the same shape, of rank
 //    at least 1 and float dtype, and whose result is not carried (the state updates stay visible
-//    as ops of their own); an op marked FusedBroadcast (Add, Sub, Mul, Div, Sum) may also read an
-//    operand in a broadcast shape (fusedOperandMap: squeeze-excitation's [N,C,1,1] gate against
-//    [N,C,H,W], or [N,1,1,C] channels-last), which becomes an input of the fused node: a group is
+//    as ops of their own); an op marked FusedBroadcast (Add, Sub, Mul, Div, Sum and the
+//    pooling gradient GlobalAveragePoolBwd) may also read an operand in a broadcast shape
+//    (fusedOperandMap: squeeze-excitation's [N,C,1,1] gate against [N,C,H,W], or [N,1,1,C]
+//    channels-last; a per-channel bias [C] or layer scale [C,1,1]), which becomes an input of the fused node: a group is
 //    over its members' one result shape, and a gate computed by small ops stays outside it;
 //    Dropout and DropoutBwd when their second operand
 //    is the i64 scalar iteration counter (it becomes an input of the fused node: the mask is
@@ -25,7 +26,9 @@
 // back into the node through a node outside it (checked by a walk backwards from the node's other
 // operands, bounded by the group's first position). A node left alone then joins the group of
 // another reader of one of its operands where no path leads either way between the two through
-// other nodes (horizontal fusion: the operand is read once). Groups of one node are left alone. A member
+// other nodes (horizontal fusion: the operand is read once), or else the group that reads its
+// result under the same rule (a GlobalAveragePoolBwd whose [N,C,1,1] operand comes from outside,
+// so its spread gradient is never written). Groups of one node are left alone. A member
 // result read outside its group (or returned by the graph) becomes a result of the fused node and
 // keeps its value name; the others are never materialized. The node list is then re-sorted
 // topologically, stable with respect to the old order.
@@ -84,15 +87,20 @@ public:
       auto self = group_.find(n);
       if (self == group_.end() || groups_[size_t(self->second)].size() != 1) continue;
       int alone = self->second, joined = -1;
-      for (size_t i = 0; joined < 0 && i < n->numInputs(); ++i) {
-        if (n->input(i)->dtype() == DType::I64) continue; // dropouts share the counter only
-        for (const Node* u : n->input(i)->users()) {
-          auto it = group_.find(u);
-          if (u == n || it == group_.end() || groups_[size_t(it->second)].size() < 2) continue;
-          if (canJoin(it->second, n) && !reaches(n, it->second)) {
-            joined = it->second;
-            break;
-          }
+      // Candidates: the groups of the other readers of its operands (siblings), then the groups
+      // that read its result (a producer left alone: the pooling gradient a squeeze-excitation
+      // backward adds, whose operand comes from a convolution's gradient).
+      std::vector<const Node*> near;
+      for (size_t i = 0; i < n->numInputs(); ++i)
+        if (n->input(i)->dtype() != DType::I64) // dropouts share the counter only
+          for (const Node* u : n->input(i)->users()) near.push_back(u);
+      for (const Node* u : n->output(0)->users()) near.push_back(u);
+      for (const Node* u : near) {
+        auto it = group_.find(u);
+        if (u == n || it == group_.end() || groups_[size_t(it->second)].size() < 2) continue;
+        if (canJoin(it->second, n) && !reaches(n, it->second)) {
+          joined = it->second;
+          break;
         }
       }
       if (joined < 0) continue;
@@ -143,6 +151,11 @@ private:
       if (!broadcasts || !fusedOperandMap(v->shape(), y->shape())) return false;
     }
     if (n->op() == OpKind::Scale && !n->attrs().has("alpha")) return false; // executors refuse it
+    if (opHas(n->op(), OpFlag::FusedApprox)) { // the executors' two forms only
+      std::string form = n->attrs().getString("approximate", "none");
+      if (form != "none" && form != "tanh") return false;
+    }
+    if (opHas(n->op(), OpFlag::FusedCount) && numElements(n->input(0)->shape()) < 1) return false;
     return true;
   }
 
@@ -156,6 +169,9 @@ private:
       if ((ins.hasLo = a.has("min"))) ins.lo = float(a.getFloat("min"));
       if ((ins.hasHi = a.has("max"))) ins.hi = float(a.getFloat("max"));
     }
+    if (opHas(ins.op, OpFlag::FusedApprox)) ins.tanhForm = a.getString("approximate", "none") == "tanh";
+    if (opHas(ins.op, OpFlag::FusedCount)) // the pooled elements per operand element
+      ins.count = numElements(m.output(0)->shape()) / std::max<int64_t>(1, numElements(m.input(0)->shape()));
     if (isFusedDropout(ins.op)) { // the executors' defaults (runtime/*/RandomOps)
       ins.ratio = a.getFloat("ratio", 0.5);
       ins.seed = a.getInt("seed", 0);
@@ -192,13 +208,15 @@ private:
     return int(inputs.size()) <= kMaxInputs;
   }
 
-  /// Whether a path leads from `n` through nodes outside group `gi` to a member of it.
+  /// Whether a path leads from `n` through nodes outside group `gi` to a member of it (a member
+  /// reading `n`'s result directly is no such path: `n` then joins as a producer).
   bool reaches(Node* n, int gi) {
     int last = pos_[groups_[size_t(gi)].back()];
     std::set<Node*> seen;
     std::vector<Node*> stack;
     for (Value* v : n->outputs())
-      for (Node* u : v->users()) stack.push_back(u);
+      for (Node* u : v->users())
+        if (!inGroup(u, gi)) stack.push_back(u);
     while (!stack.empty()) {
       Node* m = stack.back();
       stack.pop_back();

@@ -37,6 +37,22 @@ __device__ __forceinline__ float hsigbwd(float dy, float x, float a, float b) {
 __device__ __forceinline__ float hswishbwd(float dy, float x) {
   return x < -3.f ? 0.f : (x <= 3.f ? __fmul_rn(dy, __fadd_rn(__fdiv_rn(x, 3.f), 0.5f)) : dy);
 }
+// GELU in both forms and its derivative, runtime/cuda/ActivationOps.cu's GeluF and GeluBwdF
+// verbatim (compiled with --fmad=false, as this kernel is, so the same roundings).
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
+__device__ __forceinline__ float gelut(float x) {
+  return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelubwd(float dy, float x) {
+  const float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
+  const float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+  return dy * (cdf + x * pdf);
+}
+__device__ __forceinline__ float gelutbwd(float dy, float x) {
+  const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+  const float dinner = 0.7978845608028654f * (1.f + 3.f * 0.044715f * x * x);
+  return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * dinner);
+}
 // W 32-bit words of chunk g: 8 (two 16-byte accesses), 4 (one) or 2 (one 8-byte access).
 template <int W> __device__ __forceinline__ void ldv(const void* p, long long g, u32* w) {
   if (W == 2) { uint2 a = reinterpret_cast<const uint2*>(p)[g]; w[0] = a.x; w[1] = a.y; return; }
@@ -143,6 +159,10 @@ std::string expr(const FusedInstr& ins, int d) {
   case OpKind::HardSigmoidBwd:
     return "hsigbwd(" + v(a[0]) + ", " + v(a[1]) + ", " + lit(ins.alpha) + ", " + lit(ins.beta) + ")";
   case OpKind::HardSwishBwd: return "hswishbwd(" + v(a[0]) + ", " + v(a[1]) + ")";
+  case OpKind::Gelu: return std::string(ins.tanhForm ? "gelut(" : "gelu(") + v(a[0]) + ")";
+  case OpKind::GeluBwd:
+    return std::string(ins.tanhForm ? "gelutbwd(" : "gelubwd(") + v(a[0]) + ", " + v(a[1]) + ")";
+  case OpKind::GlobalAveragePoolBwd: return v(a[0]) + " / " + lit(float(ins.count));
   case OpKind::Dropout: case OpKind::DropoutBwd: {
     if (ins.ratio == 0) return v(a[0]); // the unfused op copies its input
     FusedDropout c = fusedDropout(ins);
@@ -234,13 +254,14 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
   s += "  const long long nv = vec ? n / " + str(V) + " : 0;\n";
   s += "  for (long long g = t; g < nv; g += stride) {\n";
   // A broadcast input's element for e = 0: bq * k + bc, with br = (gV) % bk and bc = br % k; both
-  // advance by one per element and wrap (bk is a multiple of k), bq with br.
+  // advance by one per element and wrap (bk is a multiple of k), bq with br (and wraps at m when
+  // the input broadcasts along the batch too: a per-channel operand).
   for (int k = 0; k < ni; ++k) {
     if (isCounter(k) || !isBroadcast(k)) continue;
     const FusedOperandMap& m = maps[size_t(k)];
     std::string i0 = "(unsigned long long)g * " + str(V) + "ull";
-    s += "    unsigned long long bq" + str(k) + " = " + i0 + " / " + ull(m.bk) + ", br" + str(k) + " = " +
-         i0 + " % " + ull(m.bk) + ";\n";
+    s += "    unsigned long long bq" + str(k) + " = " + i0 + " / " + ull(m.bk) +
+         (m.m ? " % " + ull(m.m) : std::string()) + ", br" + str(k) + " = " + i0 + " % " + ull(m.bk) + ";\n";
     if (m.k != 1) s += "    unsigned long long bc" + str(k) + " = br" + str(k) + " % " + ull(m.k) + ";\n";
   }
   for (int k = 0; k < ni; ++k) {
@@ -272,7 +293,8 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
       s += "      x[" + K + "] = " +
            loadScalar(t, "i" + K, m.k == 1 ? "bq" + K : "bq" + K + " * " + ull(m.k) + " + bc" + K) + ";\n";
       if (m.k != 1) s += "      if (++bc" + K + " == " + ull(m.k) + ") bc" + K + " = 0;\n";
-      s += "      if (++br" + K + " == " + ull(m.bk) + ") { br" + K + " = 0; ++bq" + K + "; }\n";
+      s += "      if (++br" + K + " == " + ull(m.bk) + ") { br" + K + " = 0; " +
+           (m.m ? "if (++bq" + K + " == " + ull(m.m) + ") bq" + K + " = 0;" : "++bq" + K + ";") + " }\n";
       continue;
     }
     std::string a = "a" + str(k);
@@ -298,10 +320,11 @@ Expected<std::string> fusedKernelSource(const FusedProgram& p, const std::vector
   for (int k = 0; k < ni; ++k) {
     if (isCounter(k)) continue;
     const FusedOperandMap& m = maps[size_t(k)];
+    std::string q = "(unsigned long long)i / " + ull(m.bk);
+    if (m.m) q = "(" + q + " % " + ull(m.m) + ")";
     std::string at = !m.broadcast() ? "i"
-                     : m.k == 1     ? "(unsigned long long)i / " + ull(m.bk)
-                                    : "(unsigned long long)i / " + ull(m.bk) + " * " + ull(m.k) +
-                                      " + (unsigned long long)i % " + ull(m.k);
+                     : m.k == 1     ? q
+                                    : q + " * " + ull(m.k) + " + (unsigned long long)i % " + ull(m.k);
     s += "    x[" + str(k) + "] = " + loadScalar(in[size_t(k)], "i" + str(k), at) + ";\n";
   }
   for (int d = 0; d < D; ++d) // element i is output i & 3 of quad i >> 2's call

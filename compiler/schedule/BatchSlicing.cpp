@@ -245,12 +245,26 @@ std::optional<BatchOperands> batchOperands(const Plan& plan, const PlanStep& s, 
     }
     return b;
   }
-  case BatchRule::Fused:
+  case BatchRule::Fused: {
     // A dropout inside draws its mask from each element's flat index in the whole tensor, which
     // a slice would renumber; its i64 counter input marks it (runtime/plan/FusedProgram.h).
     for (int t : s.inputs)
       if (tensor(t).type.dtype == DType::I64) return std::nullopt;
-    return all();
+    // Every result has the batch; an input has it too, or is a per-channel operand broadcast
+    // along it (a lower rank, or a leading 1: FusedOperandMap), which every slice reads whole.
+    for (size_t i = 0; i < s.outputs.size(); ++i)
+      if (!(b.out[i] = batched(s.outputs[i]))) return std::nullopt;
+    size_t rank = tensor(s.outputs[0]).type.shape.size();
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const Shape& sh = tensor(s.inputs[i]).type.shape;
+      if (sh.size() == rank && sh[0] != 1) {
+        if (!(b.in[i] = batched(s.inputs[i]))) return std::nullopt;
+      } else if (!(sh.size() < rank || sh[0] == 1)) {
+        return std::nullopt;
+      }
+    }
+    return b;
+  }
   case BatchRule::Axis:
     if (s.attrs.getInt("axis", 0) < 1) return std::nullopt;
     return all();

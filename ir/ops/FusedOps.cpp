@@ -1,5 +1,5 @@
-// Shape rule for FusedElementwise (runtime/plan/FusedProgram.h): the results have the broadcast
-// of the float inputs' shapes, and every float input has that shape or a broadcast form of it
+// Shape rule for FusedElementwise (runtime/plan/FusedProgram.h): the results have the (numpy)
+// broadcast of the float inputs' shapes, and every float input has that shape or a broadcast form of it
 // (fusedOperandMap) that only FusedBroadcast instructions read; an i64 input is a dropout's
 // iteration counter and must be a scalar (shape []); the program must read only defined values
 // with the dtypes its ops require (checkFusedTypes also refuses an i64 input that is not a
@@ -26,10 +26,11 @@ Status inferFusedElementwise(InferContext& ctx) {
       continue;
     }
     if (!shape) shape = t.shape;
-    if (t.shape.size() != shape->size())
-      return ctx.fail("FusedElementwise operand " + std::to_string(i) + " has shape " +
-                      shapeToString(t.shape) + ", not of rank " + std::to_string(shape->size()));
-    for (size_t j = 0; j < t.shape.size(); ++j) (*shape)[j] = std::max((*shape)[j], t.shape[j]);
+    if (t.shape.size() > shape->size()) // numpy: the lower rank is padded with leading 1s
+      shape->insert(shape->begin(), t.shape.size() - shape->size(), 1);
+    size_t off = shape->size() - t.shape.size();
+    for (size_t j = 0; j < t.shape.size(); ++j)
+      (*shape)[off + j] = std::max((*shape)[off + j], t.shape[j]);
   }
   if (!shape) return ctx.fail("FusedElementwise has no element-wise operand");
   std::vector<FusedOperandMap> maps;

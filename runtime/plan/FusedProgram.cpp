@@ -70,6 +70,8 @@ std::string FusedProgram::text() const {
     if (opHas(ins.op, OpFlag::FusedBeta)) out += " beta=" + floatText(ins.beta);
     if (ins.hasLo) out += " min=" + floatText(ins.lo);
     if (ins.hasHi) out += " max=" + floatText(ins.hi);
+    if (opHas(ins.op, OpFlag::FusedApprox)) out += ins.tanhForm ? " approximate=tanh" : " approximate=none";
+    if (opHas(ins.op, OpFlag::FusedCount)) out += " count=" + std::to_string(ins.count);
     if (isFusedDropout(ins.op))
       out += " ratio=" + doubleText(ins.ratio) + " seed=" + std::to_string(ins.seed) +
              " key=" + std::to_string(ins.key);
@@ -101,7 +103,7 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
     if (!d) return bad("bad dtype '" + dt + "'");
     ins.dtype = *d;
     int self = p.numValues();
-    std::set<std::string> seen; // dropout attributes given
+    std::set<std::string> seen; // keyword attributes given (dropout's, approximate, count)
     while (ws >> tok) {
       if (tok[0] == '%') {
         char* end = nullptr;
@@ -120,6 +122,21 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
         if (!ok || !seen.insert(key).second) return bad("bad or repeated '" + tok + "'");
         continue;
       }
+      std::string val = tok.substr(eq + 1);
+      if (key == "approximate" && opHas(ins.op, OpFlag::FusedApprox)) {
+        if (val != "none" && val != "tanh") return bad("bad '" + tok + "' (none or tanh)");
+        if (!seen.insert(key).second) return bad("repeated '" + tok + "'");
+        ins.tanhForm = val == "tanh";
+        continue;
+      }
+      if (key == "count" && opHas(ins.op, OpFlag::FusedCount)) {
+        char* end = nullptr;
+        errno = 0;
+        ins.count = std::strtoll(val.c_str(), &end, 10);
+        if (end == val.c_str() || *end || errno == ERANGE || ins.count < 1 || !seen.insert(key).second)
+          return bad("bad or repeated '" + tok + "' (a count of 1 or more)");
+        continue;
+      }
       char* end = nullptr;
       float f = std::strtof(tok.c_str() + eq + 1, &end);
       if (*end) return bad("bad number in '" + tok + "'");
@@ -136,6 +153,9 @@ Expected<FusedProgram> parseFusedProgram(const AttrMap& attrs, int numInputs) {
       return bad(opText + " needs alpha");
     if (opHas(ins.op, OpFlag::FusedBeta) && item.find("beta=") == std::string::npos)
       return bad(opText + " needs beta");
+    if (opHas(ins.op, OpFlag::FusedApprox) && !seen.count("approximate"))
+      return bad(opText + " needs approximate");
+    if (opHas(ins.op, OpFlag::FusedCount) && !seen.count("count")) return bad(opText + " needs count");
     if (isFusedDropout(ins.op) && seen.size() != 3)
       return bad(opText + " needs ratio, seed and key");
     if (isFusedDropout(ins.op) && !(ins.ratio >= 0 && ins.ratio < 1))
@@ -194,20 +214,40 @@ Expected<FusedOperandMap> fusedOperandMap(const Shape& in, const Shape& out) {
   auto fail = [&] {
     return Status(ErrorCode::InvalidModel, "fused program: an input of shape " + shapeToString(in) +
                                                " neither has the result shape " + shapeToString(out) +
-                                               " nor broadcasts to it along one run of dims");
+                                               " nor broadcasts to it along at most two runs of dims");
   };
-  if (in.size() != out.size()) return fail();
-  size_t lo = in.size(), hi = 0;
-  for (size_t j = 0; j < in.size(); ++j)
-    if (in[j] != out[j]) lo = std::min(lo, j), hi = j + 1;
-  if (lo == 0) return fail(); // the batch dim is never broadcast
-  for (size_t j = lo; j < hi; ++j)
-    if (in[j] != 1) return fail();
-  m.k = 1;
-  for (size_t j = hi; j < out.size(); ++j) m.k *= out[j];
-  m.bk = m.k;
-  for (size_t j = lo; j < hi; ++j) m.bk *= out[j];
-  if (m.bk <= 0 || m.k <= 0) return fail();
+  if (in.size() > out.size()) return fail();
+  Shape p(out.size() - in.size(), 1); // numpy's leading 1s
+  p.insert(p.end(), in.begin(), in.end());
+  // The runs of broadcast dims (1 in p, more in out); a dim of 1 in both extends an open run.
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t j = 0; j < p.size(); ++j) {
+    if (p[j] == out[j]) {
+      if (out[j] == 1 && !runs.empty() && runs.back().second == j) runs.back().second = j + 1;
+      continue;
+    }
+    if (p[j] != 1) return fail();
+    if (!runs.empty() && runs.back().second == j) runs.back().second = j + 1;
+    else runs.push_back({j, j + 1});
+  }
+  auto prod = [&](size_t lo, size_t hi) {
+    int64_t v = 1;
+    for (size_t j = lo; j < hi; ++j) v *= out[j];
+    return v;
+  };
+  bool lead = !runs.empty() && runs[0].first == 0;
+  if (runs.empty() || runs.size() > 2 || (runs.size() == 2 && !lead)) return fail();
+  if (lead && runs.size() == 1) { // per-channel rows: element i % k
+    m.k = prod(runs[0].second, out.size());
+    m.bk = m.k;
+    m.m = 1;
+  } else {
+    auto [lo, hi] = runs.back();
+    m.k = prod(hi, out.size());
+    m.bk = m.k * prod(lo, hi);
+    if (lead) m.m = prod(runs[0].second, lo);
+  }
+  if (m.bk <= 0 || m.k <= 0 || m.m < 0) return fail();
   return m;
 }
 
@@ -266,6 +306,25 @@ float evalFusedInstr(const FusedInstr& ins, const float* a) {
   case OpKind::Log: return std::log(a[0]);
   case OpKind::Sqrt: return std::sqrt(a[0]);
   case OpKind::Reciprocal: return 1.f / a[0];
+  case OpKind::Gelu:
+    if (ins.tanhForm) {
+      constexpr float beta = 0.7978845608028654f, kappa = 0.044715f; // sqrt(2/pi)
+      return 0.5f * a[0] * (1.f + std::tanh(beta * (a[0] + kappa * a[0] * a[0] * a[0])));
+    }
+    return 0.5f * a[0] * std::erfc(-a[0] * float(M_SQRT1_2));
+  case OpKind::GeluBwd: {
+    const float x = a[1];
+    if (ins.tanhForm) {
+      constexpr float beta = 0.7978845608028654f, kappa = 0.044715f;
+      float inner = beta * (x + kappa * x * x * x), t = std::tanh(inner);
+      float dinner = beta * (1.f + 3.f * kappa * x * x);
+      return a[0] * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * dinner);
+    }
+    float cdf = 0.5f * std::erfc(-x * float(M_SQRT1_2));
+    float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f; // 1 / sqrt(2 pi)
+    return a[0] * (cdf + x * pdf);
+  }
+  case OpKind::GlobalAveragePoolBwd: return a[0] / float(ins.count);
   case OpKind::SigmoidBwd: return a[0] * a[1] * (1.f - a[1]);
   case OpKind::TanhBwd: return a[0] * (1.f - a[1] * a[1]);
   case OpKind::HardSigmoidBwd: {

@@ -23,12 +23,22 @@
 // which are not glibc's, so CUDA and CPU agree within those functions' ulp bounds, not bit for
 // bit (docs/fusion.md, "Numerics").
 //
+// Gelu and GeluBwd (ConvNeXt) carry their form, approximate=none (the erf form) or tanh, and
+// GlobalAveragePoolBwd its spread count=H*W: it reads dY[N,C,1,1] as a broadcast input and
+// divides by the count, so the pooling's gradient (every squeeze-excitation block's) joins the
+// program that adds it to the gated gradient instead of being written at full size.
+//
 // Broadcast inputs (squeeze-excitation's Mul of [N,C,H,W] by a [N,C,1,1] gate, and its
 // backward): an input whose shape is the result shape with one run of dims after the first set
 // to 1 is read by element (i / bk) * k + i % k for result element i (FusedOperandMap), where k is
 // the product of the dims after the run and bk that times the run's. [N,C,1,1] against
 // [N,C,H,W] is bk = H*W, k = 1; channels-last [N,1,1,C] against [N,H,W,C] is bk = H*W*C, k = C.
-// The batch dim is never broadcast, so a batch slice of the step reads the slice of the gate.
+// Such an input keeps the batch dim, so a batch slice of the step reads the slice of the gate.
+// Per-channel inputs broadcast along the batch too, as numpy does (a lower rank is padded with
+// leading 1s): a bias [C] against channels-last [N,H,W,C] is element i % C, and ConvNeXt's layer
+// scale [C,1,1] ([1,C,1,1]) against [N,C,H,W] element (i / (H*W)) % C; in general
+// ((i / bk) % m) * k + i % k, m the product of the kept dims between a leading run of 1s and the
+// inner run. Batch slicing leaves a step with such an input whole (it has no batch rows).
 // Only instructions of ops marked FusedBroadcast (the numpy-broadcasting binary ops and Sum) may
 // read such an input, as their unfused form did.
 //
@@ -62,6 +72,8 @@ struct FusedInstr {
   float beta = 0;           ///< The ops marked FusedBeta: HardSigmoid(Bwd).
   bool hasLo = false, hasHi = false; ///< Clip, ClipBwd: which bounds are present.
   float lo = 0, hi = 0;
+  bool tanhForm = false;             ///< FusedApprox (Gelu, GeluBwd): approximate="tanh".
+  int64_t count = 0;                 ///< FusedCount (GlobalAveragePoolBwd): H * W, >= 1.
   double ratio = 0;                  ///< Dropout, DropoutBwd: the drop probability, in [0, 1).
   int64_t seed = 0, key = 0;         ///< Dropout, DropoutBwd: the RNG's seed and site key.
 };
@@ -92,17 +104,23 @@ struct FusedProgram {
   void store(AttrMap& attrs) const;
 };
 
-/// How a step input is read for result element i: element (i / bk) * k + i % k, or element i
-/// itself when bk == 0 (an input of the result's shape).
+/// How a step input is read for result element i: element (i / bk) * k + i % k, wrapped as
+/// ((i / bk) % m) * k + i % k when the input also broadcasts along leading dims (m > 0; the batch
+/// among them), or element i itself when bk == 0 (an input of the result's shape).
 struct FusedOperandMap {
-  int64_t bk = 0, k = 1;
+  int64_t bk = 0, k = 1, m = 0;
   bool broadcast() const { return bk != 0; }
-  int64_t index(int64_t i) const { return bk ? (i / bk) * k + i % k : i; }
+  int64_t index(int64_t i) const {
+    if (!bk) return i;
+    int64_t q = i / bk;
+    return (m ? q % m : q) * k + i % k;
+  }
 };
 
 /// The map of an input of shape `in` for results of shape `out`: the identity when the shapes are
-/// equal; a broadcast when `in` is `out` with one run of dims after the first set to 1 (and that
-/// run is not all ones in `out`); an error otherwise.
+/// equal; a broadcast when `in` (padded with leading 1s to out's rank, as numpy does) is `out`
+/// with one run of dims set to 1, or with a leading run (from the batch dim on) and one more
+/// run after it; an error otherwise.
 Expected<FusedOperandMap> fusedOperandMap(const Shape& in, const Shape& out);
 
 /// Reads the program of a step with `numInputs` inputs; checks value numbers (operands defined

@@ -38,6 +38,8 @@ enum class OpFlag : uint32_t {
   FusedBeta = 1u << 7,    ///< As a fused instruction, carries beta (HardSigmoid's offset).
   FusedBroadcast = 1u << 8, ///< As a fused instruction, may read broadcast inputs of the step.
   CpuHalf = 1u << 9,      ///< The CPU executor reads and writes bf16/f16 storage itself.
+  FusedApprox = 1u << 10, ///< As a fused instruction, carries Gelu's form (approximate).
+  FusedCount = 1u << 11,  ///< As a fused instruction, carries count (a pooling gradient's spread).
 };
 
 /// Which operands of a step batch slicing may cut along the batch dimension (dimension 0).
@@ -92,7 +94,8 @@ constexpr OpProps CudaHalf = flag(OpFlag::CudaHalf), Optimizer = flag(OpFlag::Op
                   ChannelsLast = flag(OpFlag::ChannelsLast), LayoutFree = flag(OpFlag::LayoutFree),
                   Fusible = flag(OpFlag::Fusible), FusedAlpha = flag(OpFlag::FusedAlpha),
                   FusedBounds = flag(OpFlag::FusedBounds), FusedBeta = flag(OpFlag::FusedBeta),
-                  FusedBroadcast = flag(OpFlag::FusedBroadcast), CpuHalf = flag(OpFlag::CpuHalf);
+                  FusedBroadcast = flag(OpFlag::FusedBroadcast), CpuHalf = flag(OpFlag::CpuHalf),
+                  FusedApprox = flag(OpFlag::FusedApprox), FusedCount = flag(OpFlag::FusedCount);
 constexpr OpProps BatchAll = batch(BatchRule::All), BatchFirst = batch(BatchRule::First),
                   BatchAccumulate = batch(BatchRule::Accumulate),
                   BatchBroadcast = batch(BatchRule::Broadcast), BatchAxis = batch(BatchRule::Axis),

@@ -261,6 +261,26 @@ TEST(CudaFusedElementwise, SqueezeExcitationGateMatchesUnfusedCudaAndTheCpu) {
       }
 }
 
+TEST(CudaFusedElementwise, GeluPoolingGradientAndPerChannelOperandsMatchUnfusedCudaAndTheCpu) {
+  // Gelu in both forms (erfcf, expf, tanhf: the bounds above), the squeeze-excitation backward
+  // with its GlobalAveragePoolBwd folded in (both layouts), ConvNeXt's per-channel bias and
+  // layer scale (operands broadcast along the batch too).
+  HGP_REQUIRE_CUDA();
+  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
+    for (Shape shape : {Shape{2, 3, 5, 7}, Shape{3, 64, 33, 17}}) {
+      SCOPED_TRACE(std::string(dtypeName(d)) + " gelu " + shapeToString(shape));
+      checkActivationPlans([&](Graph& g) { return buildGeluChain(g, d, shape); }, d);
+    }
+    for (bool nhwc : {false, true})
+      for (Shape full : {Shape{4, 24, 7, 7}, Shape{3, 12, 14, 12}}) {
+        Shape phys = nhwc ? Shape{full[0], full[2], full[3], full[1]} : full;
+        SCOPED_TRACE(std::string(dtypeName(d)) + " " + shapeToString(phys) + (nhwc ? " nhwc" : ""));
+        checkActivationPlans([&](Graph& g) { return buildSeBackward(g, d, phys, nhwc, /*pooled=*/true); }, d);
+        checkActivationPlans([&](Graph& g) { return buildPerChannel(g, d, phys, nhwc); }, d);
+      }
+  }
+}
+
 TEST(CudaFusedElementwise, ACubinForAnotherArchitectureIsRefusedAtLoad) {
   HGP_REQUIRE_CUDA();
   if (cpuStandIn()) GTEST_SKIP() << "the CPU stand-in loads no kernels";

@@ -284,6 +284,30 @@ TEST(BatchSlicing, ElementwiseBroadcastOperandsStayWhole) {
   expectClose(runCpu(p, in, {y}), runCpu(b.plan, in, {y}));
 }
 
+TEST(BatchSlicing, FusedPerChannelOperandsStayWhole) {
+  // A fused step's per-channel bias (FusedOperandMap: element i % 4) is read whole by every
+  // slice, even when its length equals the batch; a [1,4,1,1] operand likewise.
+  PlanBuilder b;
+  int x = b.tensor("x", {4, 4, 2, 4}, 0);
+  int bias = b.tensor("bias", {4}, 512);
+  int scale = b.tensor("scale", {1, 4, 1, 1}, 576);
+  int y = b.tensor("y", {4, 4, 2, 4}, 1024);
+  AttrMap a;
+  a.setString("program", "Add f32 %0 %1; Mul f32 %3 %2; Relu f32 %4");
+  a.setInts("results", {5});
+  b.step(OpKind::FusedElementwise, {x, bias, scale}, {y}, a);
+  auto ops = batchOperands(b.plan, stepAt(b.plan, 0), 4);
+  ASSERT_TRUE(ops.has_value());
+  EXPECT_EQ(ops->in, (std::vector<bool>{true, false, false}));
+  Plan p = b.plan;
+  sliceBatches(p, forced(2, 0));
+  ASSERT_EQ(p.programs[0].steps.size(), 2u);
+  EXPECT_EQ(stepAt(p, 1).inputs[1], bias);
+  std::map<int, std::vector<float>> in = {
+      {x, randomFloats(128, 5)}, {bias, randomFloats(4, 6)}, {scale, randomFloats(4, 7)}};
+  expectClose(runCpu(p, in, {y}), runCpu(b.plan, in, {y}));
+}
+
 TEST(BatchSlicing, SlicesOfOneTensorAreIndependentForTheStreamSchedule) {
   ConvNet n;
   Plan p = n.b.plan;

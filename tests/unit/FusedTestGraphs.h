@@ -126,6 +126,54 @@ inline std::map<std::string, std::string> buildActivationChain(Graph& g, DType d
   return {{"out.0", y0->name()}, {"out.1", y1->name()}, {"out.2", y2->name()}, {"out.3", s->name()}};
 }
 
+/// GELU in both forms and both gradients in dtype `d` over inputs a, b (f32, [-1, 1)): with
+/// x = 4a, "out.0" = Gelu(x) + Gelu_tanh(x); "out.1" = GeluBwd(dy, x) + GeluBwd_tanh(dy, x) with
+/// dy = x b (a chain value first, so that every node joins the chain of the Scale).
+inline std::map<std::string, std::string> buildGeluChain(Graph& g, DType d, const Shape& shape) {
+  TensorType t{DType::F32, shape};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Value *A = cast(g, a, d), *B = cast(g, b, d);
+  AttrMap erf, tanh;
+  erf.setString("approximate", "none");
+  tanh.setString("approximate", "tanh");
+  Value* x = node(g, OpKind::Scale, {A}, alpha(4.0));
+  Value* y0 = node(g, OpKind::Sum, {node(g, OpKind::Gelu, {x}, erf), node(g, OpKind::Gelu, {x}, tanh)});
+  Value* dy = node(g, OpKind::Mul, {x, B});
+  Value* y1 = node(g, OpKind::Sum, {node(g, OpKind::GeluBwd, {dy, x}, erf), node(g, OpKind::GeluBwd, {dy, x}, tanh)});
+  g.addOutput(y0);
+  g.addOutput(y1);
+  return {{"out.0", y0->name()}, {"out.1", y1->name()}};
+}
+
+/// ConvNeXt's per-channel operands in dtype `d`, over f32 inputs a, b (the full shape) and "gate"
+/// (per channel): channels-last (`nhwc`, full = [N,H,W,C]) the first pointwise layer's bias [C]
+/// and its GELU, "out.0" = Gelu(a + gate); channels-first the layer scale [C,1,1] and the
+/// residual, "out.0" = a * gate + b, and its gradient's product "out.1" = b * gate. The
+/// per-channel operand broadcasts along the batch too (FusedOperandMap's m), so the pass makes one
+/// step of each chain.
+inline std::map<std::string, std::string> buildPerChannel(Graph& g, DType d, const Shape& full, bool nhwc) {
+  TensorType t{DType::F32, full};
+  Value* a = *g.addGraphValue("a", TensorRole::Input, t);
+  Value* b = *g.addGraphValue("b", TensorRole::Input, t);
+  Shape ch = nhwc ? Shape{full[3]} : Shape{full[1], 1, 1};
+  Value* gate = *g.addGraphValue("gate", TensorRole::Input, {DType::F32, ch});
+  Value *A = cast(g, a, d), *B = cast(g, b, d), *G = cast(g, gate, d);
+  Value *y0, *y1;
+  if (nhwc) {
+    AttrMap erf;
+    erf.setString("approximate", "none");
+    y0 = node(g, OpKind::Gelu, {node(g, OpKind::Add, {A, G})}, erf);
+    y1 = node(g, OpKind::Mul, {y0, B});
+  } else {
+    y0 = node(g, OpKind::Add, {node(g, OpKind::Mul, {A, G}), B});
+    y1 = node(g, OpKind::Mul, {B, G});
+  }
+  g.addOutput(y0);
+  g.addOutput(y1);
+  return {{"out.0", y0->name()}, {"out.1", y1->name()}};
+}
+
 /// The gate's shape for a [N,C,H,W] tensor (channels-last: [N,H,W,C] and [N,1,1,C]).
 inline Shape gateShape(const Shape& full, bool nhwc) {
   return nhwc ? Shape{full[0], 1, 1, full[3]} : Shape{full[0], full[1], 1, 1};
@@ -138,13 +186,23 @@ inline Shape gateShape(const Shape& full, bool nhwc) {
 /// ("out.0"), and the gate's gradient before its ReduceSum, dY * h ("out.1"). In f32 the pass
 /// makes two FusedElementwise steps: the SiLU with dY * h (dY is an input here, so that Mul may
 /// join h's group; results s and dY * h), and dh..dx with the broadcast gate (result dx).
-inline std::map<std::string, std::string> buildSeBackward(Graph& g, DType d, const Shape& full, bool nhwc) {
+/// With `pooled`, c is the pooled gradient itself (in gateShape) and the backward spreads it with
+/// a GlobalAveragePoolBwd, as autodiff writes it; the pass then folds that in too (one step).
+inline std::map<std::string, std::string> buildSeBackward(Graph& g, DType d, const Shape& full, bool nhwc,
+                                                          bool pooled = false) {
   TensorType t{DType::F32, full};
   Value* a = *g.addGraphValue("a", TensorRole::Input, t);
   Value* b = *g.addGraphValue("b", TensorRole::Input, t);
-  Value* c = *g.addGraphValue("c", TensorRole::Input, t);
+  Value* c = *g.addGraphValue("c", TensorRole::Input, pooled ? TensorType{DType::F32, gateShape(full, nhwc)} : t);
   Value* gate = *g.addGraphValue("gate", TensorRole::Input, {DType::F32, gateShape(full, nhwc)});
   Value *dy = cast(g, a, d), *x = cast(g, b, d), *dgap = cast(g, c, d), *G = cast(g, gate, d);
+  if (pooled) {
+    AttrMap spread;
+    spread.setInts("x_shape", nhwc ? std::vector<int64_t>{full[0], full[3], full[1], full[2]}
+                                   : std::vector<int64_t>(full.begin(), full.end()));
+    if (nhwc) spread.setString("layout", "nhwc");
+    dgap = node(g, OpKind::GlobalAveragePoolBwd, {dgap}, spread);
+  }
   Value* s = node(g, OpKind::Sigmoid, {x});
   Value* h = node(g, OpKind::Mul, {x, s});
   Value* dh = node(g, OpKind::Sum, {node(g, OpKind::Mul, {dy, G}), dgap});

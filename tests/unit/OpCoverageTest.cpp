@@ -70,7 +70,8 @@ TEST(OpCoverage, OpPropertiesComeFromTheTable) {
   EXPECT_FALSE(opHas(OpKind::Cast, OpFlag::LayoutFree));
   EXPECT_TRUE(opHas(OpKind::Cast, OpFlag::Fusible));
   EXPECT_TRUE(opHas(OpKind::Sigmoid, OpFlag::Fusible));
-  EXPECT_FALSE(opHas(OpKind::Gelu, OpFlag::Fusible));
+  EXPECT_TRUE(opHas(OpKind::Gelu, OpFlag::Fusible));
+  EXPECT_FALSE(opHas(OpKind::Softmax, OpFlag::Fusible));
   EXPECT_TRUE(opHas(OpKind::HardSigmoid, OpFlag::FusedBeta));
   EXPECT_TRUE(opHas(OpKind::Mul, OpFlag::FusedBroadcast));
   EXPECT_FALSE(opHas(OpKind::Relu, OpFlag::FusedBroadcast));
