@@ -56,11 +56,16 @@ bool sameSums(const std::vector<float>& want, const std::vector<float>& got, dou
   return true;
 }
 
-Expected<bool> canaryIntact(const void* base, size_t offset) {
-  std::vector<unsigned char> band(kCanaryBytes);
-  HGP_CUDA_TRY(cudaMemcpy(band.data(), static_cast<const unsigned char*>(base) + offset,
-                          kCanaryBytes, cudaMemcpyDeviceToHost));
-  return std::all_of(band.begin(), band.end(), [](unsigned char b) { return b == kCanary; });
+Expected<bool> canaryIntact(const void* base, size_t offset, unsigned char fill) {
+  HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> band,
+                       deviceBytes(static_cast<const unsigned char*>(base) + offset, kCanaryBytes));
+  return std::all_of(band.begin(), band.end(), [fill](uint8_t b) { return b == fill; });
+}
+
+Expected<std::vector<uint8_t>> deviceBytes(const void* p, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  if (bytes) HGP_CUDA_TRY(cudaMemcpy(v.data(), p, bytes, cudaMemcpyDeviceToHost));
+  return v;
 }
 
 bool sameResult(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, DType dtype) {

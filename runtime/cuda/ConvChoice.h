@@ -9,7 +9,9 @@
 #include "runtime/support/Status.h"
 
 #include <cmath>
+#include <cstring>
 #include <cudnn.h>
+#include <string>
 #include <vector>
 
 namespace hgp::cuda {
@@ -42,16 +44,19 @@ struct CandidateOutputs {
   std::vector<float> sums; ///< sum then sumsq, as readSums gives them
 };
 
-/// Runs `run(y, sum, sumsq)` once with its outputs in fresh device buffers, each followed by a
-/// canary band, and reads them back. Fails (ErrorCode::Device, saying which output) when the
-/// run wrote past an output: a cuDNN engine that does is never kept, since in the arena those
-/// bytes belong to other tensors. On 2026-12-03 an fp16 channels-last statistics engine on the
-/// H200 gave right forward results and wrong gradients (CudaConvBnStats.Fp16ChannelsLast)
-/// while hgpc's sums kernel after a plain convolution did not; this check tells whether it
-/// wrote outside its outputs.
+/// Runs `run(y, sum, sumsq, workspace)` once with its outputs and its workspace (exactly
+/// `wsBytes`) in fresh device buffers filled with the byte `fill`, each followed by a canary band
+/// of that byte, and reads the outputs back. Fails (ErrorCode::Device, saying which) when the run
+/// wrote past an output or past its workspace, or changed its input (`xBytes` at `x`): a cuDNN
+/// engine that does is never kept, since in the arena those bytes belong to other tensors. Run
+/// with two fills, an output that depends on what its buffer held before shows too. On
+/// 2026-12-03 fp16 channels-last statistics engines on the H200 gave right forward results and
+/// wrong gradients (CudaConvBnStats.Fp16ChannelsLast) in runs after the first, while hgpc's
+/// sums kernel after a plain convolution did not; these checks look for why.
 template <typename Run>
 Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t sumFloats,
-                                      Run&& run);
+                                      size_t wsBytes, const void* x, size_t xBytes,
+                                      unsigned char fill, Run&& run);
 
 /// Whether a 16-bit result `got` equals `want` to one rounding of the dtype (bf16 or f16): each
 /// element within 1/64 of max |want| (a different accumulation order moves a value by at most a
@@ -77,51 +82,74 @@ template <typename Fn> double timeRuns(cudaStream_t stream, Fn&& fn) {
   return ms;
 }
 
-/// The canary band after each guarded output, and its byte value.
+/// The canary band after each guarded buffer.
 inline constexpr size_t kCanaryBytes = 1 << 16;
-inline constexpr unsigned char kCanary = 0xA5;
 
-/// Whether the kCanaryBytes after `base + offset` (device memory) still hold kCanary.
-Expected<bool> canaryIntact(const void* base, size_t offset);
+/// Whether the kCanaryBytes after `base + offset` (device memory) still hold `fill`.
+Expected<bool> canaryIntact(const void* base, size_t offset, unsigned char fill);
+/// The `bytes` at device address `p`, on the host.
+Expected<std::vector<uint8_t>> deviceBytes(const void* p, size_t bytes);
 
 template <typename Run>
 Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t sumFloats,
-                                      Run&& run) {
+                                      size_t wsBytes, const void* x, size_t xBytes,
+                                      unsigned char fill, Run&& run) {
   size_t sumBytes = sumFloats * sizeof(float);
-  size_t ySpan = yBytes + kCanaryBytes, sSpan = sumBytes + kCanaryBytes;
+  // y, sum, sumsq and the workspace, each followed by its canary band.
+  size_t span[4] = {yBytes + kCanaryBytes, sumBytes + kCanaryBytes, sumBytes + kCanaryBytes,
+                    wsBytes + kCanaryBytes};
+  size_t at[4] = {0, span[0], span[0] + span[1], span[0] + span[1] + span[2]};
+  size_t used[4] = {yBytes, sumBytes, sumBytes, wsBytes};
   void* buf = nullptr;
-  if (cudaMalloc(&buf, ySpan + 2 * sSpan) != cudaSuccess) {
+  if (cudaMalloc(&buf, at[3] + span[3]) != cudaSuccess) {
     (void)cudaGetLastError();
     return Status(ErrorCode::OutOfMemory, "no memory for a fused engine's guarded outputs");
   }
   auto* base = static_cast<unsigned char*>(buf);
   Expected<CandidateOutputs> out = [&]() -> Expected<CandidateOutputs> {
-    if (cudaMemset(base, kCanary, ySpan + 2 * sSpan) != cudaSuccess)
+    HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> xBefore, deviceBytes(x, xBytes));
+    if (cudaMemset(base, fill, at[3] + span[3]) != cudaSuccess)
       return Status(ErrorCode::Device, "cudaMemset of a fused engine's guarded outputs failed");
-    if (!run(base, base + ySpan, base + ySpan + sSpan) || cudaStreamSynchronize(stream) != cudaSuccess)
+    if (!run(base, base + at[1], base + at[2], base + at[3]) ||
+        cudaStreamSynchronize(stream) != cudaSuccess)
       return Status(ErrorCode::Device, "the fused engine failed on its guarded outputs");
-    const char* names[3] = {"y", "sum", "sumsq"};
-    size_t ends[3] = {yBytes, ySpan + sumBytes, ySpan + sSpan + sumBytes};
-    for (int i = 0; i < 3; ++i) {
-      Expected<bool> ok = canaryIntact(base, ends[i]);
-      if (!ok) return ok.status();
-      if (!*ok)
-        return Status(ErrorCode::Device,
-                      std::string("the fused engine wrote past its output ") + names[i]);
+    const char* names[4] = {"output y", "output sum", "output sumsq", "workspace"};
+    for (int i = 0; i < 4; ++i) {
+      HGP_ASSIGN_OR_RETURN(bool ok, canaryIntact(base, at[i] + used[i], fill));
+      if (!ok) return Status(ErrorCode::Device, std::string("the fused engine wrote past its ") + names[i]);
     }
+    HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> xAfter, deviceBytes(x, xBytes));
+    if (xAfter != xBefore) return Status(ErrorCode::Device, "the fused engine changed its input x");
     CandidateOutputs o;
-    o.y.resize(yBytes);
+    HGP_ASSIGN_OR_RETURN(o.y, deviceBytes(base, yBytes));
+    HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> s1, deviceBytes(base + at[1], sumBytes));
+    HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> s2, deviceBytes(base + at[2], sumBytes));
     o.sums.resize(2 * sumFloats);
-    if (cudaMemcpy(o.y.data(), base, yBytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(o.sums.data(), base + ySpan, sumBytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(o.sums.data() + sumFloats, base + ySpan + sSpan, sumBytes,
-                   cudaMemcpyDeviceToHost) != cudaSuccess)
-      return Status(ErrorCode::Device, "reading a fused engine's guarded outputs failed");
+    std::memcpy(o.sums.data(), s1.data(), sumBytes);
+    std::memcpy(o.sums.data() + sumFloats, s2.data(), sumBytes);
     return o;
   }();
   (void)cudaGetLastError();
   (void)cudaFree(buf);
   return out;
+}
+
+/// Why a statistics engine's candidate plan must not be kept, or "" when it may: run twice on
+/// guarded buffers (checkedRun, fills 0xA5 and 0x3C), its y must not depend on the fill and must
+/// equal the unfused `wantY`, and its sums must agree with the kernel's `want`.
+template <typename Run>
+std::string statisticsFault(cudaStream_t stream, const std::vector<uint8_t>& wantY, DType dtype,
+                            const std::vector<float>& want, double count, size_t wsBytes,
+                            const void* x, size_t xBytes, Run&& run) {
+  auto got = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0xA5, run);
+  if (!got) return got.status().message();
+  auto again = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0x3C, run);
+  if (!again) return again.status().message();
+  if (got->y != again->y) return "its result depends on what its buffer held";
+  if (!sameResult(wantY, got->y, dtype)) return "its result differs from the convolution's";
+  if (!sameSums(want, got->sums, count) || !sameSums(want, again->sums, count))
+    return "its sums disagree with the kernel's";
+  return "";
 }
 
 } // namespace hgp::cuda

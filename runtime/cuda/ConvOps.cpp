@@ -334,13 +334,11 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
       return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b, sum, sumsq));
     });
     if (t < best && s.epilogue.stats) { // kept only when it writes just y, right, and the sums
-      auto got = checkedRun(a.stream, wantY.size(), want.size() / 2, [&](void* gy, void* gs, void* gq) {
-        return bool(plan->execute(a.ctx.cudnn, xp, wp, gy, scratch, b, gs, gq));
-      });
-      std::string why = !got                               ? got.status().message()
-                        : !sameResult(wantY, got->y, y.dtype) ? "its result differs from the convolution's"
-                        : !sameSums(want, got->sums, count)   ? "its sums disagree with the kernel's"
-                                                              : "";
+      std::string why = statisticsFault(
+          a.stream, wantY, y.dtype, want, count, size_t(plan->workspace()), xp,
+          size_t(a.in[0].numel()) * dtypeSize(a.in[0].dtype), [&](void* gy, void* gs, void* gq, void* gw) {
+            return bool(plan->execute(a.ctx.cudnn, xp, wp, gy, gw, b, gs, gq));
+          });
       if (!why.empty() && a.ctx.verbose)
         std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld not used: %s\n",
                      a.step.loc.c_str(), long(plan->index()), why.c_str());
