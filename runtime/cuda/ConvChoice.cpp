@@ -82,4 +82,21 @@ bool sameResult(const std::vector<uint8_t>& want, const std::vector<uint8_t>& go
   return true;
 }
 
+std::string resultDistance(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got) {
+  auto ordered = [](const std::vector<uint8_t>& v, size_t i) { // sign-magnitude -> ordered
+    int h = v[2 * i] | (v[2 * i + 1] << 8);
+    return (h & 0x8000) ? -(h & 0x7fff) : h;
+  };
+  size_t n = std::min(want.size(), got.size()) / 2, differ = 0;
+  int most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int d = std::abs(ordered(want, i) - ordered(got, i));
+    differ += d != 0;
+    most = std::max(most, d);
+  }
+  return "y differs from the unfused convolution's in " + std::to_string(differ) + " of " +
+         std::to_string(n) + " elements, by at most " + std::to_string(most) +
+         " units in the last place";
+}
+
 } // namespace hgp::cuda

@@ -62,6 +62,9 @@ Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t
 /// element within 1/64 of max |want| (a different accumulation order moves a value by at most a
 /// few units in its last place).
 bool sameResult(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, DType dtype);
+/// How far a 16-bit result `got` is from `want`, for --verbose: "y differs from the unfused
+/// convolution's in K of N elements, by at most U units in the last place".
+std::string resultDistance(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got);
 
 /// Milliseconds per run of `fn` on the stream (the mean of three after a warm-up); infinity if a
 /// run fails.
@@ -136,13 +139,15 @@ Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t
 
 /// Why a statistics engine's candidate plan must not be kept, or "" when it may: run twice on
 /// guarded buffers (checkedRun, fills 0xA5 and 0x3C), its y must not depend on the fill and must
-/// equal the unfused `wantY`, and its sums must agree with the kernel's `want`.
+/// equal the unfused `wantY`, and its sums must agree with the kernel's `want`. `distance` gets
+/// resultDistance of its y.
 template <typename Run>
 std::string statisticsFault(cudaStream_t stream, const std::vector<uint8_t>& wantY, DType dtype,
                             const std::vector<float>& want, double count, size_t wsBytes,
-                            const void* x, size_t xBytes, Run&& run) {
+                            const void* x, size_t xBytes, std::string& distance, Run&& run) {
   auto got = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0xA5, run);
   if (!got) return got.status().message();
+  distance = resultDistance(wantY, got->y);
   auto again = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0x3C, run);
   if (!again) return again.status().message();
   if (got->y != again->y) return "its result depends on what its buffer held";

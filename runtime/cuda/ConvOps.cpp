@@ -334,11 +334,14 @@ Status tryFusedEngines(CudaArgs& a, ConvState& s, void* xp, void* wp, const Devi
       return bool(plan->execute(a.ctx.cudnn, xp, wp, y.data, scratch, b, sum, sumsq));
     });
     if (t < best && s.epilogue.stats) { // kept only when it writes just y, right, and the sums
-      std::string why = statisticsFault(
+      std::string distance, why = statisticsFault(
           a.stream, wantY, y.dtype, want, count, size_t(plan->workspace()), xp,
-          size_t(a.in[0].numel()) * dtypeSize(a.in[0].dtype), [&](void* gy, void* gs, void* gq, void* gw) {
+          size_t(a.in[0].numel()) * dtypeSize(a.in[0].dtype), distance, [&](void* gy, void* gs, void* gq, void* gw) {
             return bool(plan->execute(a.ctx.cudnn, xp, wp, gy, gw, b, gs, gq));
           });
+      if (a.ctx.verbose && !distance.empty())
+        std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld: %s\n", a.step.loc.c_str(),
+                     long(plan->index()), distance.c_str());
       if (!why.empty() && a.ctx.verbose)
         std::fprintf(stderr, "cuda: fwd '%s': cuDNN fused engine %ld not used: %s\n",
                      a.step.loc.c_str(), long(plan->index()), why.c_str());
