@@ -68,14 +68,21 @@ void broadcastBinary(const float* a, const Shape& aShape, const float* b, const 
   });
 }
 
-template <typename F> Status binaryOp(KernelArgs& a, F f) {
-  HGP_TRY(checkArity(a, 2, 2, 1, 1));
+/// `n` f32 operands, each broadcasting to the one f32 result.
+Status checkBroadcastOperands(KernelArgs& a, int n) {
+  HGP_TRY(checkArity(a, n, n, 1, 1));
   for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
   HGP_TRY(checkF32(a, a.out[0], "result"));
   const Shape& y = *a.out[0].shape;
   for (const auto& v : a.in)
     if (!broadcastsTo(*v.shape, y))
       return a.fail("operand " + str(*v.shape) + " does not broadcast to " + str(y));
+  return Status::ok();
+}
+
+template <typename F> Status binaryOp(KernelArgs& a, F f) {
+  HGP_TRY(checkBroadcastOperands(a, 2));
+  const Shape& y = *a.out[0].shape;
   broadcastBinary(a.in[0].f32(), *a.in[0].shape, a.in[1].f32(), *a.in[1].shape, a.out[0].f32(), y,
                   f);
   return Status::ok();
@@ -115,13 +122,8 @@ Status execEqual(KernelArgs& a) {
 
 /// Y = C != 0 ? A : B, each operand read through its broadcast strides, element by element.
 Status execWhere(KernelArgs& a) {
-  HGP_TRY(checkArity(a, 3, 3, 1, 1));
-  for (const auto& v : a.in) HGP_TRY(checkF32(a, v, "operand"));
-  HGP_TRY(checkF32(a, a.out[0], "result"));
+  HGP_TRY(checkBroadcastOperands(a, 3));
   const Shape& y = *a.out[0].shape;
-  for (const auto& v : a.in)
-    if (!broadcastsTo(*v.shape, y))
-      return a.fail("operand " + str(*v.shape) + " does not broadcast to " + str(y));
   std::vector<int64_t> sc = broadcastStrides(*a.in[0].shape, y),
                        sa = broadcastStrides(*a.in[1].shape, y),
                        sb = broadcastStrides(*a.in[2].shape, y);
