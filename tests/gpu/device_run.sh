@@ -182,11 +182,14 @@ for stage in $stages; do
   modern)
     # EfficientNet-B0/V2-S and ConvNeXt-Tiny exported here with this machine's torch, by both
     # exporters, stochastic depth on: compile and train 3 steps on CUDA (tests/gpu/modern_export.py).
-    python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" > "$OUT/modern.log" 2>&1
+    # MODERN_ARGS adds options (e.g. --models convnext_tiny); an export that fails to compile
+    # comes back without its weights (--skeletons; tests/gpu/refill_skeleton.py refills it).
+    python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" --skeletons "$OUT" \
+      ${MODERN_ARGS:-} > "$OUT/modern.log" 2>&1
     rc=$?; check $rc "modern"
     # The same exports in bf16 (LayerNorm, GELU and the Bernoulli mask run 16-bit on CUDA).
     python3 -W ignore tests/gpu/modern_export.py --hgpc "$(command -v hgpc)" --precision bf16 \
-      > "$OUT/modern_bf16.log" 2>&1
+      ${MODERN_ARGS:-} > "$OUT/modern_bf16.log" 2>&1
     rc=$?; check $rc "modern bf16"
     grep '^{' "$OUT/modern_bf16.log" | cut -c1-300 | sed 's/^/bf16 /' | tee -a "$summary"
     note "modern families (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): exit $rc"

@@ -33,6 +33,7 @@ import tempfile
 import warnings
 
 import onnx
+import onnx.numpy_helper
 import torch
 import torchvision.models as tvm
 
@@ -110,6 +111,19 @@ def producers(path, err, depth=6):
     return out[:40]
 
 
+def write_skeleton(path, out):
+    """The model at `path` with every initializer's data dropped (dims and type kept)."""
+    m = onnx.load(path)
+    for t in m.graph.initializer:
+        if onnx.numpy_helper.to_array(t).size > 64:
+            t.ClearField("raw_data")
+            for f in ("float_data", "int64_data", "int32_data", "double_data"):
+                t.ClearField(f)
+            t.doc_string = "skeleton"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    onnx.save(m, out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hgpc", default="hgpc")
@@ -124,6 +138,10 @@ def main():
     ap.add_argument("--export-batch", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--precision", default="tf32", help="hgpc compile --precision (tf32, bf16, ...)")
+    ap.add_argument("--skeletons", metavar="DIR",
+                    help="write each export that fails to compile to DIR without its weights "
+                    "(initializers keep their names, types and dims), so the exporter's form can be "
+                    "read on a machine without this torch: tests/gpu/refill_skeleton.py fills them")
     ap.add_argument("--families", action="store_true",
                     help="every torchvision family at a small size (tests/parity/sweep.py), "
                     "TorchScript exporter only")
@@ -160,6 +178,8 @@ def main():
                 if p.returncode != 0:
                     row["compile_failed"] = "exit %d: %s" % (p.returncode, p.stderr.strip()[-400:])
                     row["producers"] = producers(path, p.stderr)
+                    if args.skeletons:
+                        write_skeleton(path, os.path.join(args.skeletons, os.path.basename(path)))
                     failed += 1
                     print(json.dumps(row), flush=True)
                     continue
