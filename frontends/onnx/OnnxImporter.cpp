@@ -162,7 +162,8 @@ Expected<OnnxImportResult> importBytes(std::span<const uint8_t> bytes, const std
         std::to_string(ctx.rebatchedShapes) + " shape constants of the static export start with "
         "its batch " + std::to_string(ctx.exportBatch) + " and were moved to --batch " +
         std::to_string(options.batch) + " (Reshape and Expand targets whose input has the new "
-        "batch, ConstantOfShape shapes such as stochastic depth's noise); export at the batch "
+        "batch, ConstantOfShape shapes such as stochastic depth's noise, the indices of an "
+        "as_strided written as Gather); export at the batch "
         "you train at if one of them is not a batch dim");
   return result;
 }

@@ -112,10 +112,12 @@ def producers(path, err, depth=6):
 
 
 def write_skeleton(path, out):
-    """The model at `path` with every initializer's data dropped (dims and type kept)."""
+    """The model at `path` with the data of every float initializer over 64 elements dropped (dims
+    and type kept); integer initializers (indices, shapes) stay."""
     m = onnx.load(path)
     for t in m.graph.initializer:
-        if onnx.numpy_helper.to_array(t).size > 64:
+        if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                           onnx.TensorProto.DOUBLE) and onnx.numpy_helper.to_array(t).size > 64:
             t.ClearField("raw_data")
             for f in ("float_data", "int64_data", "int32_data", "double_data"):
                 t.ClearField(f)

@@ -18,7 +18,9 @@ def main():
     for t in m.graph.initializer:
         if t.doc_string != "skeleton":
             continue
-        dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
+        dtype = (helper.tensor_dtype_to_np_dtype(t.data_type)
+                 if hasattr(helper, "tensor_dtype_to_np_dtype")
+                 else onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t.data_type])
         dims = list(t.dims)
         a = (rng.standard_normal(dims) * 0.05 if np.issubdtype(dtype, np.floating)
              else np.zeros(dims)).astype(dtype)

@@ -85,8 +85,7 @@ def main():
             m = onnx.load(onnx_path)
             for t in m.graph.initializer:
                 if t.name in weights:
-                    t.CopyFrom(onnx.numpy_helper.from_array(weights[t.name].astype(np.float32),
-                                                            t.name))
+                    kinklib.set_initializer(t, weights[t.name])
             onnx.save(m, onnx_path)
         xs, ys = x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch]
         np.save(os.path.join(work, "x.npy"), xs)

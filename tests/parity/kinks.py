@@ -216,6 +216,14 @@ def decision_inputs(model, x, kinks=(), nodes=(), step=0):
     return got
 
 
+def set_initializer(t, values):
+    """Replaces the data of the ONNX initializer `t` by `values`, in the initializer's own dtype
+    (a buffer of indices stays integer)."""
+    import onnx.numpy_helper
+    dtype = onnx.numpy_helper.to_array(t).dtype
+    t.CopyFrom(onnx.numpy_helper.from_array(np.asarray(values).astype(dtype), t.name))
+
+
 def hgpc_decision_inputs(onnx_path, weights, x, dump_exe, work, device="cpu"):
     """hgpc's forward (hgp_forward_dump on the CPU backend, or on CUDA with device "cuda") of
     `onnx_path` holding `weights` (name -> array, or None for the file's own) on batch `x`: the
@@ -226,8 +234,7 @@ def hgpc_decision_inputs(onnx_path, weights, x, dump_exe, work, device="cpu"):
     if weights:
         for t in m.graph.initializer:
             if t.name in weights:
-                t.CopyFrom(onnx.numpy_helper.from_array(weights[t.name].astype(np.float32),
-                                                        t.name))
+                set_initializer(t, weights[t.name])
     nodes = decision_nodes(onnx_path)
     if not nodes:
         return []  # a model without ReLU and max pooling (EfficientNet): nothing to dump

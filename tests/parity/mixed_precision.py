@@ -120,7 +120,7 @@ def main():
         exported = onnx.load(onnx_path)  # export moved the copy's BN statistics: restore them
         for t in exported.graph.initializer:
             if t.name in init:
-                t.CopyFrom(onnx.numpy_helper.from_array(init[t.name].astype(np.float32), t.name))
+                parity.kinklib.set_initializer(t, init[t.name])
         onnx.save(exported, onnx_path)
 
         rng = np.random.default_rng(0)

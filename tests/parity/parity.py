@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "samples"))
 from make_lenet5 import LeNet5  # noqa: E402
 sys.path.insert(0, HERE)
 import judge  # noqa: E402
+import op_nets  # noqa: E402
 import kinks as kinklib  # noqa: E402
 
 # name -> (constructor, input shape, batch). Inputs are small, but large enough that BatchNorm
@@ -80,23 +81,11 @@ MODELS = {
     # Issue 23's selection ops in a trainable graph (SelectNet below): torch.where on a
     # comparison, torch.maximum and torch.minimum (one operand broadcast from a parameter) and
     # amax, which export as Greater, Where, Max, Min and ReduceMax.
-    "select_net": (lambda: SelectNet(), (3, 16, 16), 4),
+    "select_net": (lambda: op_nets.SelectNet(), (3, 16, 16), 4),
+    # A Gather of computed data by constant indices (GatherNet): a permutation, a slice of step 2
+    # and one channel, the forms of torch's dynamo as_strided, which hgpc imports as views.
+    "gather_net": (lambda: op_nets.GatherNet(), (3, 8, 8), 4),
 }
-
-
-class SelectNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Conv2d(3, 8, 3, padding=1)
-        self.b = nn.Conv2d(3, 8, 3, padding=1)
-        self.floor = nn.Parameter(torch.linspace(-0.2, 0.2, 8).reshape(8, 1, 1))
-        self.fc = nn.Linear(16, 10)
-
-    def forward(self, x):
-        a, b = self.a(x), self.b(x)
-        m = torch.maximum(a, self.floor)
-        y = torch.where(a > b, m, torch.minimum(b, 0.5 * a))
-        return self.fc(torch.cat([y.amax(dim=(2, 3)), torch.amax(b, dim=3).mean(dim=2)], 1))
 
 
 def resnet_reduced(**kw):

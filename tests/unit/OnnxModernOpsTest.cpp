@@ -2,7 +2,8 @@
 // elementary functions, and stochastic depth's random mask (RandomUniformLike + Less + Cast, as
 // torch exports bernoulli_) becoming one Bernoulli; comparisons, Not and Where as 0/1 masks;
 // RandomNormalLike; Pow with a constant exponent and ReduceL2,
-// lowered to the ops that define them.
+// lowered to the ops that define them; and Gather of computed data by constant indices (torch's
+// dynamo as_strided) as the view it is.
 #include "frontends/onnx/OnnxImporter.h"
 #include "tests/frontend/OnnxModelBuilder.h"
 
@@ -256,6 +257,81 @@ TEST(OnnxModernOpsTest, ReduceL2IsTheRootOfTheSumOfSquares) {
   EXPECT_EQ(sum->input(0)->producer()->op(), OpKind::Mul);
   EXPECT_EQ(countOps(*g, OpKind::Sqrt), 1);
   EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 3}));
+}
+
+// ---- Gather of computed data (torch's dynamo exporter writes as_strided so) -----------------
+
+/// x [batch, 6, 1, 1] through Relu, flattened by Reshape(-1), then Gather(axis 0) by `idx`.
+OnnxModelBuilder flatGather(int64_t exportBatch, const std::vector<int64_t>& idxDims,
+                            const std::vector<int64_t>& idx) {
+  OnnxModelBuilder b;
+  b.input("x", {exportBatch, 6, 1, 1});
+  b.node("Relu", {"x"}, {"r"});
+  b.initializerI64("flat", {1}, {-1});
+  b.node("Reshape", {"r", "flat"}, {"f"});
+  b.initializerI64("idx", idxDims, idx);
+  b.node("Gather", {"f", "idx"}, {"y"}, "as_strided");
+  b.output("y");
+  return b;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
+  return v;
+}
+
+TEST(OnnxModernOpsTest, GatherOfComputedDataByIdentityIndicesIsAReshape) {
+  auto g = importOk(flatGather(2, {2, 6, 1, 1}, iota(12)));
+  ASSERT_TRUE(g);
+  EXPECT_EQ(countOps(*g, OpKind::Transpose) + countOps(*g, OpKind::Slice), 0);
+  EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 6, 1, 1}));
+  // Compiled at --batch 5, the export's batch-2 indices follow the batch, as shape constants do.
+  auto r = flatGather(2, {2, 6, 1, 1}, iota(12)).import({.batch = 5});
+  ASSERT_TRUE(r.hasValue()) << r.status().toString();
+  EXPECT_EQ(r->graph->outputs()[0]->shape(), (Shape{5, 6, 1, 1}));
+}
+
+TEST(OnnxModernOpsTest, GatherOfComputedDataByPermutedIndicesIsATranspose) {
+  // idx[i][j][k] = i*6 + k*3 + j: [2, 3, 2] viewed as [2, 2, 3] transposed.
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 2; ++k) idx.push_back(i * 6 + k * 3 + j);
+  auto g = importOk(flatGather(2, {2, 3, 2}, idx));
+  ASSERT_TRUE(g);
+  const Node* t = findOp(*g, OpKind::Transpose);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->attrs().getInts("perm"), (std::vector<int64_t>{0, 2, 1}));
+  EXPECT_EQ(t->input(0)->shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 3, 2}));
+}
+
+TEST(OnnxModernOpsTest, GatherOfComputedDataByEvenlySpacedIndicesIsASlice) {
+  OnnxModelBuilder b;
+  b.input("x", {2, 8, 3});
+  b.node("Relu", {"x"}, {"r"});
+  b.initializerI64("odd", {4}, {1, 3, 5, 7});
+  setInt(b.node("Gather", {"r", "odd"}, {"y"}), "axis", 1);
+  b.initializerI64("last", {}, {-1});
+  setInt(b.node("Gather", {"r", "last"}, {"z"}), "axis", 1);
+  b.output("y");
+  b.output("z");
+  auto g = importOk(b);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(countOps(*g, OpKind::Slice), 2);
+  const Node* s = findOp(*g, OpKind::Slice);
+  EXPECT_EQ(s->attrs().getInts("starts"), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(s->attrs().getInts("steps"), (std::vector<int64_t>{1, 2, 1}));
+  EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 4, 3}));
+  EXPECT_EQ(g->outputs()[1]->shape(), (Shape{2, 3}));
+}
+
+TEST(OnnxModernOpsTest, GatherOfComputedDataByOtherIndicesSaysHowToExport) {
+  std::string err = importError(flatGather(2, {3}, {0, 0, 1}));
+  EXPECT_NE(err.find("as_strided"), std::string::npos) << err;
+  EXPECT_NE(err.find("dynamo=False"), std::string::npos) << err;
+  EXPECT_NE(importError(flatGather(2, {2}, {0, 12})).find("out of range"), std::string::npos);
 }
 
 } // namespace

@@ -2,9 +2,13 @@
 // Gather, Cast, ConstantOfShape, Range). Cast also takes a random mask (RandomImporters.cpp) to
 // float. The shape chain ops only fold: their operands must be
 // known at compile time, which they are whenever they compute shapes of statically shaped
-// tensors, as in PyTorch's view/flatten patterns and ShuffleNet's channel shuffle.
+// tensors, as in PyTorch's view/flatten patterns and ShuffleNet's channel shuffle. The one
+// exception is a Gather of computed data by constant indices that form a view of it (a reshape,
+// a permutation or an evenly spaced slice): torch's dynamo exporter writes `as_strided` that way,
+// as Reshape to 1-D plus Gather (ConvNeXt's classifier head), and it becomes those IR ops.
 #include "frontends/onnx/importers/Importers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -24,6 +28,114 @@ TensorDataPtr makeConstant(DType dt, const std::vector<T>& values, bool scalar) 
   t->bytes.resize(values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(t->bytes.data(), values.data(), t->bytes.size());
   return t;
+}
+
+/// Binds result 0 of `n` to `x` reshaped to `shape` (an alias when the shape is the same).
+Expected<Value*> reshapeValue(OnnxNode& n, Value* x, const Shape& shape) {
+  if (x->shape() == shape) return x;
+  AttrMap a;
+  a.setInts("shape", shape);
+  HGP_ASSIGN_OR_RETURN(Node * node, n.emit(OpKind::Reshape, {x}, a));
+  return node->output(0);
+}
+
+/// Gather of the computed tensor `x` along `axis` by the constant `idx` (normalized, of shape
+/// `is`), when those indices are an affine map idx = off + sum_j k_j * s_j that is a reshape, a
+/// permutation of a reshape, or an evenly spaced slice of the axis; else an error that says how
+/// to export instead.
+Status gatherAsView(OnnxNode& n, Value* x, int64_t axis, Shape is,
+                    const std::vector<int64_t>& idx) {
+  const Shape& ds = x->shape();
+  int64_t dim = ds[size_t(axis)];
+  size_t m = is.size();
+  auto stridesOfIs = rowMajorStrides(is);
+  std::vector<int64_t> s(m, 0);
+  int64_t off = idx.empty() ? 0 : idx[0];
+  for (size_t j = 0; j < m; ++j)
+    if (is[j] > 1) s[j] = idx[size_t(stridesOfIs[j])] - off;
+  bool affine = !idx.empty();
+  for (size_t k = 0; k < idx.size() && affine; ++k) {
+    int64_t v = off, rest = int64_t(k);
+    for (size_t j = 0; j < m; ++j) {
+      v += (rest / stridesOfIs[j]) * s[j];
+      rest %= stridesOfIs[j];
+    }
+    affine = v == idx[k];
+  }
+  auto fail = [&] {
+    return n.fail("its data is computed at run time, and hgpc takes that only when the constant "
+                  "indices pick a reshape, a permutation or an evenly spaced slice of axis " +
+                  std::to_string(axis) + " (as torch's dynamo exporter writes as_strided); these "
+                  "do not. Export with the TorchScript exporter instead: torch.onnx.export(model, "
+                  "(x,), f, dynamo=False, training=torch.onnx.TrainingMode.TRAINING)");
+  };
+  if (!affine) return fail();
+  // A static export at another batch (ImportContext.h, followBatch): the dynamo exporter's
+  // as_strided of a [N, C, 1, 1] tensor flattened by Reshape(-1) indexes N * C elements of the
+  // export's N. When the indices' dim 0 is that batch, has the largest stride, and the flat axis
+  // holds --batch times as many, the same strides index the new batch.
+  int64_t from = n.ctx().exportBatch, to = n.ctx().options.batch;
+  if (m > 0 && from > 0 && to > 0 && from != to && is[0] == from && off == 0 &&
+      int64_t(idx.size()) * to == dim * from && s[0] == int64_t(idx.size()) / from) {
+    is[0] = to;
+    ++n.ctx().rebatchedShapes;
+  }
+  int64_t count = 1;
+  for (int64_t d : is) count *= d;
+  Shape out(ds.begin(), ds.begin() + axis), before = out, after(ds.begin() + axis + 1, ds.end());
+  out.insert(out.end(), is.begin(), is.end());
+  out.insert(out.end(), after.begin(), after.end());
+  // A permutation of a reshape: the dims of size > 1, in decreasing stride, tile the axis densely.
+  std::vector<size_t> order;
+  for (size_t j = 0; j < m; ++j)
+    if (is[j] > 1) order.push_back(j);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+  bool dense = off == 0 && count == dim;
+  for (size_t k = order.size(); k-- > 0 && dense;)
+    dense = s[order[k]] == (k + 1 == order.size() ? 1 : s[order[k + 1]] * is[order[k + 1]]);
+  if (dense) {
+    Shape tiled = before;
+    for (size_t j : order) tiled.push_back(is[j]);
+    tiled.insert(tiled.end(), after.begin(), after.end());
+    HGP_ASSIGN_OR_RETURN(Value * v, reshapeValue(n, x, tiled));
+    // Output dim position of each tiled dim: the dims of size > 1 in the indices' own order.
+    std::vector<size_t> byIndexOrder = order;
+    std::sort(byIndexOrder.begin(), byIndexOrder.end());
+    std::vector<int64_t> perm;
+    bool identity = true;
+    for (int64_t d = 0; d < axis; ++d) perm.push_back(d);
+    for (size_t j : byIndexOrder) {
+      int64_t from = axis + int64_t(std::find(order.begin(), order.end(), j) - order.begin());
+      identity = identity && from == int64_t(perm.size());
+      perm.push_back(from);
+    }
+    for (size_t d = 0; d < after.size(); ++d) perm.push_back(axis + int64_t(order.size() + d));
+    if (!identity) {
+      AttrMap a;
+      a.setInts("perm", perm);
+      HGP_ASSIGN_OR_RETURN(Node * t, n.emit(OpKind::Transpose, {v}, a));
+      v = t->output(0);
+    }
+    HGP_ASSIGN_OR_RETURN(v, reshapeValue(n, v, out));
+    n.setOutput(0, v);
+    return Status::ok();
+  }
+  // An evenly spaced slice: at most one dim of the indices has more than one element.
+  if (order.size() > 1) return fail();
+  int64_t step = order.empty() ? 1 : s[order[0]], len = int64_t(idx.size());
+  if (step == 0) return fail();
+  std::vector<int64_t> st(ds.size(), 0), en(ds.begin(), ds.end()), sp(ds.size(), 1);
+  st[size_t(axis)] = off;
+  en[size_t(axis)] = off + step * (len - 1) + (step > 0 ? 1 : -1);
+  sp[size_t(axis)] = step;
+  AttrMap a;
+  a.setInts("starts", st);
+  a.setInts("ends", en);
+  a.setInts("steps", sp);
+  HGP_ASSIGN_OR_RETURN(Node * sl, n.emit(OpKind::Slice, {x}, a));
+  HGP_ASSIGN_OR_RETURN(Value * v, reshapeValue(n, sl->output(0), out));
+  n.setOutput(0, v);
+  return Status::ok();
 }
 
 } // namespace
@@ -120,15 +232,28 @@ Status importShape(OnnxNode& n) {
 }
 
 Status importGather(OnnxNode& n) {
-  HGP_ASSIGN_OR_RETURN(TensorDataPtr data, n.staticInput(0, "data"));
   HGP_ASSIGN_OR_RETURN(TensorDataPtr indices, n.staticInput(1, "indices"));
   if (isFloatDType(indices->type.dtype) || indices->type.dtype == DType::Bool)
     return n.fail("indices must be integers");
   if (indices->type.numElements() > kMaxFoldedBytes / 8) return n.fail("too many indices to fold");
-  const Shape& ds = data->type.shape;
-  if (ds.empty()) return n.fail("data must have rank 1 or more");
+  HGP_ASSIGN_OR_RETURN(TensorType dt, n.inputType(0));
+  if (dt.shape.empty()) return n.fail("data must have rank 1 or more");
   HGP_ASSIGN_OR_RETURN(int64_t axis, n.attrInt("axis", 0));
-  HGP_ASSIGN_OR_RETURN(axis, normalizeAxisFor(n, axis, int64_t(ds.size())));
+  HGP_ASSIGN_OR_RETURN(axis, normalizeAxisFor(n, axis, dt.rank()));
+  if (!n.known(0)) {
+    HGP_ASSIGN_OR_RETURN(Value * x, n.input(0));
+    int64_t dim = x->shape()[size_t(axis)];
+    std::vector<int64_t> idx = readInts(*indices);
+    for (int64_t& i : idx) {
+      if (i < -dim || i >= dim)
+        return n.fail("index " + std::to_string(i) + " is out of range for dim " +
+                      std::to_string(dim));
+      if (i < 0) i += dim;
+    }
+    return gatherAsView(n, x, axis, indices->type.shape, idx);
+  }
+  HGP_ASSIGN_OR_RETURN(TensorDataPtr data, n.staticInput(0, "data"));
+  const Shape& ds = data->type.shape;
   Shape out(ds.begin(), ds.begin() + axis);
   out.insert(out.end(), indices->type.shape.begin(), indices->type.shape.end());
   out.insert(out.end(), ds.begin() + axis + 1, ds.end());
