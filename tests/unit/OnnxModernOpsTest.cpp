@@ -334,5 +334,27 @@ TEST(OnnxModernOpsTest, GatherOfComputedDataByOtherIndicesSaysHowToExport) {
   EXPECT_NE(importError(flatGather(2, {2}, {0, 12})).find("out of range"), std::string::npos);
 }
 
+TEST(OnnxModernOpsTest, GatherOfAParameterIsAViewThatTrainsOrAnError) {
+  // Rows 1 and 3 of a [4, 3] table: an evenly spaced slice of a parameter, which keeps training.
+  auto table = [](std::vector<int64_t> rows) {
+    OnnxModelBuilder b;
+    b.initializer("w", {4, 3}, {});
+    b.initializerI64("rows", {int64_t(rows.size())}, rows);
+    b.node("Gather", {"w", "rows"}, {"y"});
+    b.output("y");
+    return b;
+  };
+  auto g = importOk(table({1, 3}));
+  ASSERT_TRUE(g);
+  const Node* s = findOp(*g, OpKind::Slice);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->input(0)->role(), TensorRole::Param);
+  EXPECT_EQ(g->outputs()[0]->shape(), (Shape{2, 3}));
+  // An embedding lookup is refused: folding it would freeze the table.
+  std::string err = importError(table({2, 0, 2}));
+  EXPECT_NE(err.find("never folded"), std::string::npos) << err;
+  EXPECT_EQ(err.find("dynamo=False"), std::string::npos) << err;
+}
+
 } // namespace
 } // namespace hgp
