@@ -65,17 +65,17 @@ Status gatherAsView(OnnxNode& n, Value* x, int64_t axis, Shape is,
   // A float initializer is a parameter that trains (ImportContext.h), so it is never folded: an
   // embedding lookup of one is refused, not frozen into a constant.
   bool param = n.ctx().initializers.count(n.inputName(0)) > 0;
+  std::string what = param ? "its data is the parameter '" + n.inputName(0) +
+                                  "', which trains and so is never folded; hgpc gathers from it"
+                            : "its data is computed at run time, and hgpc takes that";
+  std::string instead = param ? "Embedding lookups are not supported"
+                              : "Export with the TorchScript exporter instead: torch.onnx.export("
+                                "model, (x,), f, dynamo=False, "
+                                "training=torch.onnx.TrainingMode.TRAINING)";
   auto fail = [&] {
-    return n.fail(std::string(param ? "its data is the parameter '" + n.inputName(0) +
-                                          "', which trains and so is never folded; hgpc gathers "
-                                          "from it"
-                                    : "its data is computed at run time, and hgpc takes that") +
-                  " only when the constant indices pick a reshape, a permutation or an evenly "
-                  "spaced slice of axis " + std::to_string(axis) + " (as torch's dynamo exporter "
-                  "writes as_strided); these do not. " +
-                  (param ? "Embedding lookups are not supported"
-                         : "Export with the TorchScript exporter instead: torch.onnx.export(model, "
-                           "(x,), f, dynamo=False, training=torch.onnx.TrainingMode.TRAINING)"));
+    return n.fail(what + " only when the constant indices pick a reshape, a permutation or an "
+                  "evenly spaced slice of axis " + std::to_string(axis) +
+                  " (as torch's dynamo exporter writes as_strided); these do not. " + instead);
   };
   if (!affine) return fail();
   // A static export at another batch (ImportContext.h, followBatch): the dynamo exporter's
