@@ -24,6 +24,10 @@ which times PyTorch's side); use --torch-modes eager,compile there. The table's 
 graph-nchw (tf32/bf16/fp16) is the whole-step graph with the model and input left in NCHW, beside
 the channels_last variants, to show what the layout is worth to PyTorch's kernels.
 
+--hgpc-build LABEL=PATH times each case with a second hgpc as well (its hgpc-runner beside it):
+an A/B of two builds, e.g. main and a branch, in one run and one table, against the same PyTorch
+measurement.
+
 --suite broad (issue 19) runs the ten cases and models.BROAD_CASES (resnet34, resnet101,
 wide_resnet50_2, resnext50_32x4d, densenet121, shufflenet_v2_x1_0, regnet_y_1_6gf,
 mobilenet_v3_large, mnasnet1_0, squeezenet1_1, inception_v3); --suite all adds efficientnet_b0 and
@@ -289,6 +293,11 @@ def main():
                     help="also time hgpc compiled with these extra hgpc compile arguments (e.g. "
                          "no-sum-fold=--disable-pass,fuse-gradient-sums: commas split ARGS); the table gets LABEL's "
                          "time and gain (its time over the default plan's). Repeatable.")
+    ap.add_argument("--hgpc-build", action="append", default=[], metavar="LABEL=PATH",
+                    help="also time the case with another hgpc (e.g. main's beside a branch's, "
+                         "its hgpc-runner next to it), with the default plan's arguments and "
+                         "--op-times when set; the table gets LABEL's time and gain as a "
+                         "--variant's. Repeatable.")
     ap.add_argument("--unfused", action="store_true",
                     help="also time hgpc's plan compiled with --no-fuse, for the fusion gain")
     ap.add_argument("--profile", action="store_true",
@@ -307,6 +316,14 @@ def main():
                          "and copied to the device) instead of --hold-batch")
     ap.add_argument("--warm-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # (label, hgpc, extra compile arguments): the --variant plans, then the --hgpc-build binaries.
+    variants = [(v.partition("=")[0], args.hgpc, shlex.split(v.partition("=")[2].replace(",", " ")))
+                for v in args.variant]
+    for b in args.hgpc_build:
+        label, _, path = b.partition("=")
+        if not label or not os.path.isfile(path):
+            ap.error("--hgpc-build wants LABEL=PATH of an hgpc executable, got %r" % b)
+        variants.append((label, os.path.abspath(path), []))
     if args.cases is None:
         args.cases = ",".join("%s:%d" % c for c in SUITES[args.suite])
     global HOLD_BATCH
@@ -381,13 +398,21 @@ def main():
                         r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
                 except Exception as e:  # noqa: BLE001
                     r["hgpc_no_cudnn_fusion_error"] = str(e)
-            for variant in args.variant:
-                label, _, extra = variant.partition("=")
+            for label, binary, extra in variants:
                 try:
-                    r["hgpc_" + label] = hgpc_case(args.hgpc, name, batch, work, args.steps,
+                    vot = None
+                    if ot and binary != args.hgpc:  # another build: its op times too
+                        vot = ot + "-" + label
+                        if os.path.exists(vot):
+                            os.remove(vot)
+                    r["hgpc_" + label] = hgpc_case(binary, name, batch, work, args.steps, vot,
                                                    extra=("--precision", args.precision, "--layout",
-                                                          args.layout, *shlex.split(extra.replace(",", " "))),
+                                                          args.layout, *extra),
                                                    tag="-" + label)
+                    if vot:
+                        breakdown.append("%s b%d: hgpc %s %.3f ms per step" % (
+                            name, batch, label, r["hgpc_" + label]["ms"]))
+                        breakdown += summarize_hgpc_op_times(vot)
                     if "hgpc" in r:
                         r[label + "_gain"] = r["hgpc_" + label]["ms"] / r["hgpc"]["ms"]
                 except Exception as e:  # noqa: BLE001
@@ -435,8 +460,7 @@ def main():
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
     single += ["hgpc nchw ms", "layout gain"] if args.nchw else []
-    for variant in args.variant:
-        label = variant.partition("=")[0]
+    for label, _, _ in variants:
         single += ["hgpc %s ms" % label, "%s gain" % label]
     single += ["epilogues in cuDNN graphs", "hgpc no-cuDNN-fusion ms", "cuDNN fusion gain"] \
         if args.cudnn_fusion else []
@@ -460,8 +484,7 @@ def main():
             h1 = r.get("hgpc_nchw")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["layout_gain"] if "layout_gain" in r else "")
-        for variant in args.variant:
-            label = variant.partition("=")[0]
+        for label, _, _ in variants:
             h1 = r.get("hgpc_" + label)
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r[label + "_gain"] if label + "_gain" in r else "")
