@@ -316,14 +316,15 @@ def main():
                          "and copied to the device) instead of --hold-batch")
     ap.add_argument("--warm-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    # (label, hgpc, extra compile arguments): the --variant plans, then the --hgpc-build binaries.
-    variants = [(v.partition("=")[0], args.hgpc, shlex.split(v.partition("=")[2].replace(",", " ")))
-                for v in args.variant]
+    # (label, hgpc, extra compile arguments, another build?): the --variant plans, then the
+    # --hgpc-build binaries (whose op times are written too).
+    variants = [(v.partition("=")[0], args.hgpc, shlex.split(v.partition("=")[2].replace(",", " ")),
+                 False) for v in args.variant]
     for b in args.hgpc_build:
         label, _, path = b.partition("=")
         if not label or not os.path.isfile(path):
             ap.error("--hgpc-build wants LABEL=PATH of an hgpc executable, got %r" % b)
-        variants.append((label, os.path.abspath(path), []))
+        variants.append((label, os.path.abspath(path), [], True))
     if args.cases is None:
         args.cases = ",".join("%s:%d" % c for c in SUITES[args.suite])
     global HOLD_BATCH
@@ -398,10 +399,10 @@ def main():
                         r["cudnn_fusion_gain"] = r["hgpc_no_cudnn_fusion"]["ms"] / r["hgpc"]["ms"]
                 except Exception as e:  # noqa: BLE001
                     r["hgpc_no_cudnn_fusion_error"] = str(e)
-            for label, binary, extra in variants:
+            for label, binary, extra, build in variants:
                 try:
                     vot = None
-                    if ot and binary != args.hgpc:  # another build: its op times too
+                    if ot and build:
                         vot = ot + "-" + label
                         if os.path.exists(vot):
                             os.remove(vot)
@@ -460,7 +461,7 @@ def main():
     single = ["hgpc 1-stream ms", "stream gain"] if args.single_stream else []
     single += ["hgpc unfused ms", "fusion gain"] if args.unfused else []
     single += ["hgpc nchw ms", "layout gain"] if args.nchw else []
-    for label, _, _ in variants:
+    for label, *_ in variants:
         single += ["hgpc %s ms" % label, "%s gain" % label]
     single += ["epilogues in cuDNN graphs", "hgpc no-cuDNN-fusion ms", "cuDNN fusion gain"] \
         if args.cudnn_fusion else []
@@ -484,7 +485,7 @@ def main():
             h1 = r.get("hgpc_nchw")
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r["layout_gain"] if "layout_gain" in r else "")
-        for label, _, _ in variants:
+        for label, *_ in variants:
             h1 = r.get("hgpc_" + label)
             cells.append("%.3f" % h1["ms"] if h1 else "error")
             cells.append("%.3f" % r[label + "_gain"] if label + "_gain" in r else "")
