@@ -45,8 +45,9 @@ struct CandidateOutputs {
 };
 
 /// Runs `run(y, sum, sumsq, workspace)` once with its outputs and its workspace (exactly
-/// `wsBytes`) in fresh device buffers filled with the byte `fill`, each followed by a canary band
-/// of that byte, and reads the outputs back. Fails (ErrorCode::Device, saying which) when the run
+/// `wsBytes`) in fresh device buffers filled with the byte `fill` (y and the workspace) or
+/// `sumsFill` (sum and sumsq), each followed by a canary band of that byte, and reads the outputs
+/// back. Fails (ErrorCode::Device, saying which) when the run
 /// wrote past an output or past its workspace, or changed its input (`xBytes` at `x`): a cuDNN
 /// engine that does is never kept, since in the arena those bytes belong to other tensors. Run
 /// with two fills, an output that depends on what its buffer held before shows too. On
@@ -56,7 +57,7 @@ struct CandidateOutputs {
 template <typename Run>
 Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t sumFloats,
                                       size_t wsBytes, const void* x, size_t xBytes,
-                                      unsigned char fill, Run&& run);
+                                      unsigned char fill, unsigned char sumsFill, Run&& run);
 
 /// Whether a 16-bit result `got` (bf16 or f16) is `want` up to the rounding of another
 /// accumulation order: every element within 2 units in the last place. On the H200 (2026-12-03)
@@ -100,7 +101,7 @@ Expected<std::vector<uint8_t>> deviceBytes(const void* p, size_t bytes);
 template <typename Run>
 Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t sumFloats,
                                       size_t wsBytes, const void* x, size_t xBytes,
-                                      unsigned char fill, Run&& run) {
+                                      unsigned char fill, unsigned char sumsFill, Run&& run) {
   size_t sumBytes = sumFloats * sizeof(float);
   // y, sum, sumsq and the workspace, each followed by its canary band.
   size_t span[4] = {yBytes + kCanaryBytes, sumBytes + kCanaryBytes, sumBytes + kCanaryBytes,
@@ -115,14 +116,16 @@ Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t
   auto* base = static_cast<unsigned char*>(buf);
   Expected<CandidateOutputs> out = [&]() -> Expected<CandidateOutputs> {
     HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> xBefore, deviceBytes(x, xBytes));
-    if (cudaMemset(base, fill, at[3] + span[3]) != cudaSuccess)
-      return Status(ErrorCode::Device, "cudaMemset of a fused engine's guarded outputs failed");
+    unsigned char fills[4] = {fill, sumsFill, sumsFill, fill};
+    for (int i = 0; i < 4; ++i)
+      if (cudaMemset(base + at[i], fills[i], span[i]) != cudaSuccess)
+        return Status(ErrorCode::Device, "cudaMemset of a fused engine's guarded outputs failed");
     if (!run(base, base + at[1], base + at[2], base + at[3]) ||
         cudaStreamSynchronize(stream) != cudaSuccess)
       return Status(ErrorCode::Device, "the fused engine failed on its guarded outputs");
     const char* names[4] = {"output y", "output sum", "output sumsq", "workspace"};
     for (int i = 0; i < 4; ++i) {
-      HGP_ASSIGN_OR_RETURN(bool ok, canaryIntact(base, at[i] + used[i], fill));
+      HGP_ASSIGN_OR_RETURN(bool ok, canaryIntact(base, at[i] + used[i], fills[i]));
       if (!ok) return Status(ErrorCode::Device, std::string("the fused engine wrote past its ") + names[i]);
     }
     HGP_ASSIGN_OR_RETURN(std::vector<uint8_t> xAfter, deviceBytes(x, xBytes));
@@ -142,22 +145,26 @@ Expected<CandidateOutputs> checkedRun(cudaStream_t stream, size_t yBytes, size_t
 }
 
 /// Why a statistics engine's candidate plan must not be kept, or "" when it may: run twice on
-/// guarded buffers (checkedRun, fills 0xA5 and 0x3C), its y must not depend on the fill and must
-/// equal the unfused `wantY`, and its sums must agree with the kernel's `want`. `distance` gets
-/// resultDistance of its y.
+/// guarded buffers (checkedRun), its y must not depend on the fill and must equal the unfused
+/// `wantY`, and its sums must agree with the kernel's `want`. `distance` gets resultDistance of
+/// its y. The sums start at zero in the first run and at about 8.2e5 (bytes 0x49) in the second,
+/// so that an engine that adds into its sums instead of writing them fails: fills that read as
+/// floats near zero (0xA5, or 0x3C's 0.0115) hid that inside sameSums' bound, and in the arena
+/// the sums' buffer holds the last step's sums or another tensor's bytes.
 template <typename Run>
 std::string statisticsFault(cudaStream_t stream, const std::vector<uint8_t>& wantY, DType dtype,
                             const std::vector<float>& want, double count, size_t wsBytes,
                             const void* x, size_t xBytes, std::string& distance, Run&& run) {
-  auto got = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0xA5, run);
+  size_t sums = want.size() / 2;
+  auto got = checkedRun(stream, wantY.size(), sums, wsBytes, x, xBytes, 0xA5, 0x00, run);
   if (!got) return got.status().message();
   distance = resultDistance(wantY, got->y);
-  auto again = checkedRun(stream, wantY.size(), want.size() / 2, wsBytes, x, xBytes, 0x3C, run);
+  auto again = checkedRun(stream, wantY.size(), sums, wsBytes, x, xBytes, 0x3C, 0x49, run);
   if (!again) return again.status().message();
   if (got->y != again->y) return "its result depends on what its buffer held";
   if (!sameResult(wantY, got->y, dtype)) return "its result differs from the convolution's";
-  if (!sameSums(want, got->sums, count) || !sameSums(want, again->sums, count))
-    return "its sums disagree with the kernel's";
+  if (!sameSums(want, got->sums, count)) return "its sums disagree with the kernel's";
+  if (!sameSums(want, again->sums, count)) return "its sums depend on what their buffers held";
   return "";
 }
 

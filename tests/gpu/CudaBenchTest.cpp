@@ -119,6 +119,43 @@ TEST(CudaBench, DISABLED_MemoryBoundOps) {
   });
 }
 
+/// bf16 channels-last, at EfficientNet-B0 (batch 64) sizes: the BatchNorm passes, a Relu as the
+/// plain elementwise reference, and the squeeze-excitation gate's broadcast Mul. Zero-filled data,
+/// so BatchNorm's variance is epsilon's; the traffic is what it would be. BatchNorm counts its
+/// two passes (3 and 5 tensors' bytes), as above.
+TEST(CudaBench, DISABLED_ChannelsLastBf16) {
+  HGP_REQUIRE_CUDA();
+  auto bf = [](Graph& g, const std::string& n, Shape s) {
+    return addValue(g, n, TensorRole::State, {DType::BF16, std::move(s)});
+  };
+  AttrMap nhwc = attrs({{"epsilon", 1e-5}, {"layout", std::string("nhwc")}});
+  for (Shape x : {Shape{64, 112, 112, 32}, Shape{64, 56, 56, 144}, Shape{64, 14, 14, 480}}) {
+    double n = double(numElements(x)) * 2;
+    int64_t c = x[3];
+    std::string s = shapeToString(x) + " bf16 nhwc";
+    bench("BatchNormTrain " + s, 3 * n, [&](Graph& g) -> std::vector<Value*> {
+      Node* bn = addNode(g, OpKind::BatchNormTrain,
+                         {bf(g, "x", x), state(g, "s", {c}), state(g, "b", {c})}, nhwc);
+      return {bn->output(0), bn->output(1), bn->output(2)};
+    });
+    bench("BatchNormBwd " + s, 5 * n, [&](Graph& g) -> std::vector<Value*> {
+      AttrMap a = nhwc;
+      a.setInt("batch_stats", 1);
+      Node* bn = addNode(g, OpKind::BatchNormBwd,
+                         {bf(g, "dy", x), bf(g, "x", x), state(g, "s", {c}), state(g, "m", {c}),
+                          state(g, "v", {c})},
+                         a);
+      return {bn->output(0), bn->output(1), bn->output(2)};
+    });
+    bench("Relu " + s, 2 * n,
+          [&](Graph& g) { return std::vector<Value*>{op1(g, OpKind::Relu, {bf(g, "x", x)})}; });
+    bench("Mul by [N,1,1,C] " + s, 2 * n, [&](Graph& g) {
+      return std::vector<Value*>{
+          op1(g, OpKind::Mul, {bf(g, "x", x), bf(g, "gate", {x[0], 1, 1, c})})};
+    });
+  }
+}
+
 TEST(CudaBench, DISABLED_OptimizerUpdates) {
   HGP_REQUIRE_CUDA();
   // ResNet-50's 161 parameter tensors hold 25.6M values; here 160 tensors of 160,000.
