@@ -14,6 +14,15 @@
 //     time their own convolution algorithms, and the sums are added in another order);
 //  3. a plain f32 plan run through the pass as well (the pass rewrites any dtype; the pipeline
 //     runs it in bf16 and fp16 only), where the sums kernel is the only way.
+//
+// A run where the block's output ReLU decides an element differently on the two sides, with the
+// nonzero value within 2 * tol of max|out| of zero, is a flip at the kink: a last-place
+// difference of the convolution (cuDNN's statistics engines round in their own order) moved an
+// element across zero, and the gradients of that run differ by that element's whole term. That
+// run's gradients are then not compared (the flip is printed, element and both values); its
+// forward results are, and so are the other runs'. On the H200 on 2026-12-03, f16 channels-last
+// engine 3 for [4,8,8,16] (y 1 unit off in 1 of 4096 elements on run 0's data) gave run 1's
+// gradients 0.5-17% off, and that run only, the signature of one flip at the output ReLU.
 #include "tests/gpu/GpuTestUtil.h"
 
 namespace hgp::gputest {
@@ -88,6 +97,7 @@ void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& pl
   ASSERT_TRUE(a.hasValue() && b.hasValue());
   ASSERT_TRUE((*a)->load(fused.plan, InitData{fused.data, {}}).isOk());
   ASSERT_TRUE((*b)->load(plain.plan, InitData{plain.data, {}}).isOk());
+  int full = 0; // runs whose gradients were compared: every one without a ReLU flip
   for (int run = 0; run < 3; ++run) {
     for (auto [backend, e] : {std::pair{a->get(), &fused}, std::pair{b->get(), &plain}}) {
       for (size_t i = 0; i < e->plan.tensors.size(); ++i) {
@@ -99,8 +109,14 @@ void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& pl
       Status st = backend->run("step");
       ASSERT_TRUE(st.isOk()) << st.toString();
     }
+    bool flipped = excusedByKink(plain.plan, "out.0", 2 * tol,
+                                 readTensor(**a, fused.plan, fused.plan.binding("out.0")),
+                                 readTensor(**b, plain.plan, plain.plan.binding("out.0")),
+                                 "fused against unfused, run " + std::to_string(run));
+    full += flipped ? 0 : 1;
     for (const auto& [name, idx] : plain.plan.bindings) {
       if (name == "loss") continue; // a sum of random-sign terms: out.0 is compared instead
+      if (flipped && name.rfind("grad.", 0) == 0) continue;
       int f = fused.plan.binding(name);
       ASSERT_GE(f, 0) << name;
       const PlanTensor& pt = plain.plan.tensors[size_t(idx)];
@@ -108,6 +124,7 @@ void expectFusedNearUnfusedOnGpu(const EmittedPlan& fused, const EmittedPlan& pl
           << "binding " << name << ": fused against unfused on the GPU, run " << run;
     }
   }
+  EXPECT_GT(full, 0) << "every run had a ReLU flip";
 }
 
 void checkBlock(DType low, bool nhwc, bool cudnnFusion = true) {
@@ -119,6 +136,8 @@ void checkBlock(DType low, bool nhwc, bool cudnnFusion = true) {
     spec.tol = tolFor(low);
     spec.lossTolOfTerms = spec.tol;
     spec.cudnnFusion = cudnnFusion;
+    spec.kinkBinding = "out.0";
+    spec.kinkRel = 2 * spec.tol;
     runAndCompare(*fused, spec);
     expectFusedNearUnfusedOnGpu(*fused, *plain, tolFor(low), cudnnFusion);
   }
