@@ -260,7 +260,13 @@ TEST(CudaOpSuite, BroadcastingArithmetic) {
                                                  {{2, 3, 4}, {2, 1, 4}},       // general
                                                  {{3, 1}, {1, 4}},             // both broadcast
                                                  {{5}, {3, 5}},                // row vector
-                                                 {{1, 7, 1}, {7, 1}}};
+                                                 {{1, 7, 1}, {7, 1}},
+                                                 // A pack at a time (packedBroadcastKernel): a
+                                                 // channels-last gate, an NCHW gate, a
+                                                 // per-channel vector over 4 x 4.
+                                                 {{2, 4, 4, 8}, {2, 1, 1, 8}},
+                                                 {{2, 8, 4, 4}, {2, 8, 1, 1}},
+                                                 {{2, 3, 4, 4}, {3, 1, 1}}};
   RunSpec spec;
   spec.feed = rangeFeed({{"p1", {0.5, 2.0}}});
   for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div})
@@ -271,6 +277,18 @@ TEST(CudaOpSuite, BroadcastingArithmetic) {
             return std::vector<Value*>{op1(g, op, {p[0], p[1]})};
           },
           spec);
+}
+
+// The squeeze-excitation gate in 16 bits: eight values a pack, against the CPU in both layouts
+// shapes (the scalar case above also takes the packed path, with a tail of 30 % 4 elements).
+TEST(CudaOpSuite, BroadcastGatesSixteenBit) {
+  HGP_REQUIRE_CUDA();
+  checkBothPrecisions("gate-nhwc", {f32({2, 4, 4, 16}), f32({2, 1, 1, 16})}, [](Graph& g, auto& p) {
+    return std::vector<Value*>{op1(g, OpKind::Mul, {p[0], p[1]})};
+  });
+  checkBothPrecisions("gate-nchw", {f32({2, 16, 4, 4}), f32({2, 16, 1, 1})}, [](Graph& g, auto& p) {
+    return std::vector<Value*>{op1(g, OpKind::Mul, {p[0], p[1]})};
+  });
 }
 
 TEST(CudaOpSuite, Sum) {
