@@ -5,7 +5,8 @@
 namespace hgp {
 
 std::vector<std::string> forwardPipeline() {
-  return {"canonicalize", "recognize-gelu", "fold-gemm-transposes", "symmetric-conv-pads"};
+  return {"canonicalize", "recognize-gelu", "recognize-silu", "fold-gemm-transposes",
+          "symmetric-conv-pads"};
 }
 
 std::vector<std::string> trainPipeline() {

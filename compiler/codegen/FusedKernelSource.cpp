@@ -30,6 +30,11 @@ __device__ __forceinline__ float clip(float x, float lo, float hi) { return x < 
 __device__ __forceinline__ float sigm(float x) { return __fdiv_rn(1.f, __fadd_rn(1.f, expf(-x))); }
 __device__ __forceinline__ float hsig(float x, float a, float b) { return clip(__fadd_rn(__fmul_rn(a, x), b), 0.f, 1.f); }
 __device__ __forceinline__ float hswish(float x) { return __fdiv_rn(__fmul_rn(x, clip(__fadd_rn(x, 3.f), 0.f, 6.f)), 6.f); }
+__device__ __forceinline__ float silu(float x) { return __fdiv_rn(x, __fadd_rn(1.f, expf(-x))); }
+__device__ __forceinline__ float silubwd(float dy, float x) {
+  const float s = sigm(x);
+  return __fmul_rn(__fmul_rn(dy, s), __fadd_rn(1.f, __fmul_rn(x, __fsub_rn(1.f, s))));
+}
 __device__ __forceinline__ float hsigbwd(float dy, float x, float a, float b) {
   const float v = __fadd_rn(__fmul_rn(a, x), b);
   return (v > 0.f && v < 1.f) ? __fmul_rn(a, dy) : 0.f;
@@ -147,6 +152,7 @@ std::string expr(const FusedInstr& ins, int d) {
   case OpKind::Tanh: return "tanhf(" + v(a[0]) + ")";
   case OpKind::HardSigmoid: return "hsig(" + v(a[0]) + ", " + lit(ins.alpha) + ", " + lit(ins.beta) + ")";
   case OpKind::HardSwish: return "hswish(" + v(a[0]) + ")";
+  case OpKind::Silu: return "silu(" + v(a[0]) + ")";
   case OpKind::Erf: return "erff(" + v(a[0]) + ")";
   case OpKind::Exp: return "expf(" + v(a[0]) + ")";
   case OpKind::Log: return "logf(" + v(a[0]) + ")";
@@ -159,6 +165,7 @@ std::string expr(const FusedInstr& ins, int d) {
   case OpKind::HardSigmoidBwd:
     return "hsigbwd(" + v(a[0]) + ", " + v(a[1]) + ", " + lit(ins.alpha) + ", " + lit(ins.beta) + ")";
   case OpKind::HardSwishBwd: return "hswishbwd(" + v(a[0]) + ", " + v(a[1]) + ")";
+  case OpKind::SiluBwd: return "silubwd(" + v(a[0]) + ", " + v(a[1]) + ")";
   case OpKind::Gelu: return std::string(ins.tanhForm ? "gelut(" : "gelu(") + v(a[0]) + ")";
   case OpKind::GeluBwd:
     return std::string(ins.tanhForm ? "gelutbwd(" : "gelubwd(") + v(a[0]) + ", " + v(a[1]) + ")";

@@ -39,6 +39,7 @@ Status inferSigmoid(InferContext& ctx) { return unary(ctx); }
 Status inferTanh(InferContext& ctx) { return unary(ctx); }
 Status inferHardSigmoid(InferContext& ctx) { return unary(ctx); }
 Status inferHardSwish(InferContext& ctx) { return unary(ctx); }
+Status inferSilu(InferContext& ctx) { return unary(ctx); }
 Status inferNeg(InferContext& ctx) { return unary(ctx); }
 Status inferScale(InferContext& ctx) {
   if (!ctx.attrs.has("alpha")) return ctx.fail("Scale needs attribute 'alpha'");
@@ -71,5 +72,6 @@ Status inferSigmoidBwd(InferContext& ctx) { return unaryBwd(ctx); }
 Status inferTanhBwd(InferContext& ctx) { return unaryBwd(ctx); }
 Status inferHardSigmoidBwd(InferContext& ctx) { return unaryBwd(ctx); }
 Status inferHardSwishBwd(InferContext& ctx) { return unaryBwd(ctx); }
+Status inferSiluBwd(InferContext& ctx) { return unaryBwd(ctx); }
 
 } // namespace hgp

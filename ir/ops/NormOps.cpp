@@ -27,12 +27,10 @@ Status checkEpsilon(const InferContext& ctx) {
   return Status::ok();
 }
 
-/// The fused activation (fuse-batch-norm): absent or "none", or "relu". Sets `relu`.
-Status checkActivation(const InferContext& ctx, bool& relu) {
-  std::string act = ctx.attrs.getString("activation", "none");
-  if (act != "none" && act != "relu")
-    return ctx.fail("activation must be \"none\" or \"relu\", not \"" + act + "\"");
-  relu = act == "relu";
+/// The fused activation (fuse-batch-norm): absent or "none", "relu", "silu" or "hardswish".
+Status checkActivation(const InferContext& ctx) {
+  BnActivation act;
+  if (Status st = bnActivation(ctx.attrs, act); !st) return ctx.fail(st.message());
   return Status::ok();
 }
 
@@ -41,8 +39,7 @@ Status checkActivation(const InferContext& ctx, bool& relu) {
 Status inferBatchNorm(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 0, 1, 4));
   HGP_TRY(checkEpsilon(ctx));
-  bool relu = false;
-  HGP_TRY(checkActivation(ctx, relu));
+  HGP_TRY(checkActivation(ctx));
   ctx.outputs = {ctx.in(0)};
   return Status::ok();
 }
@@ -50,8 +47,7 @@ Status inferBatchNorm(InferContext& ctx) {
 Status inferBatchNormTrain(InferContext& ctx) {
   HGP_TRY(checkChannelVectors(ctx, 0, 1, 2));
   HGP_TRY(checkEpsilon(ctx));
-  bool relu = false;
-  HGP_TRY(checkActivation(ctx, relu));
+  HGP_TRY(checkActivation(ctx));
   auto ops = bnTrainOperands(ctx.attrs, ctx.numInputs());
   if (!ops) return ctx.fail(ops.status().message());
   if (ops->residual >= 0 && ctx.in(size_t(ops->residual)) != ctx.in(0))
@@ -69,6 +65,7 @@ Status inferBatchNormBwd(InferContext& ctx) {
   auto ops = bnBwdOperands(ctx.attrs, ctx.numInputs());
   if (!ops) return ctx.fail(ops.status().message());
   if (ops->relu() && ctx.in(size_t(ops->z)) != ctx.in(1)) return ctx.fail("Z must have X's type");
+  if (ops->recomputes()) HGP_TRY(checkChannelVectors(ctx, 1, size_t(ops->bias), 1));
   if (ops->split() && ctx.in(size_t(ops->dy2)) != ctx.in(0))
     return ctx.fail("dY2 must have dY's type");
   TensorType stat{DType::F32, {ctx.in(1).shape[1]}};

@@ -20,6 +20,7 @@ Status gradSigmoid(GradContext& ctx) { return viaBwdOp(ctx, OpKind::SigmoidBwd, 
 Status gradTanh(GradContext& ctx) { return viaBwdOp(ctx, OpKind::TanhBwd, true); }
 Status gradHardSigmoid(GradContext& ctx) { return viaBwdOp(ctx, OpKind::HardSigmoidBwd, false); }
 Status gradHardSwish(GradContext& ctx) { return viaBwdOp(ctx, OpKind::HardSwishBwd, false); }
+Status gradSilu(GradContext& ctx) { return viaBwdOp(ctx, OpKind::SiluBwd, false); }
 
 Status gradNeg(GradContext& ctx) {
   HGP_ASSIGN_OR_RETURN(Value * dx, ctx.emit1(OpKind::Neg, {ctx.outGrad(0)}));

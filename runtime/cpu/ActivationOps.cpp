@@ -3,6 +3,7 @@
 // Forward ops map X to Y; gradients map (dY, saved) to dX, where `saved` is Y for Relu, Sigmoid
 // and Tanh and X for the others. The gradients at the kinks follow PyTorch: ReLU passes where
 // y > 0, hardtanh (Clip) and hardsigmoid pass strictly inside their linear range.
+#include "runtime/cpu/ActivationMath.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cmath>
@@ -70,7 +71,7 @@ void hardSigmoidParams(const KernelArgs& a, float& alpha, float& beta) {
 } // namespace
 
 Status execRelu(KernelArgs& a) {
-  return unaryMap(a, [](float x) { return x > 0.f ? x : (std::isnan(x) ? x : 0.f); });
+  return unaryMap(a, reluOf);
 }
 
 Status execLeakyRelu(KernelArgs& a) {
@@ -103,12 +104,11 @@ Status execHardSigmoid(KernelArgs& a) {
 }
 
 Status execHardSwish(KernelArgs& a) {
-  // PyTorch's form: x * min(max(x + 3, 0), 6) / 6.
-  return unaryMap(a, [](float x) {
-    float r = x + 3.f;
-    r = r < 0.f ? 0.f : (r > 6.f ? 6.f : r);
-    return x * r / 6.f;
-  });
+  return unaryMap(a, hardSwishOf);
+}
+
+Status execSilu(KernelArgs& a) {
+  return unaryMap(a, siluOf);
 }
 
 Status execNeg(KernelArgs& a) {
@@ -192,12 +192,11 @@ Status execHardSigmoidBwd(KernelArgs& a) {
 }
 
 Status execHardSwishBwd(KernelArgs& a) {
-  // PyTorch: 0 below -3, dy above 3, dy * (x/3 + 1/2) = dy * (2x+3)/6 in between.
-  return gradMap(a, [](float dy, float x) {
-    if (x < -3.f) return 0.f;
-    if (x <= 3.f) return dy * (x / 3.f + 0.5f);
-    return dy;
-  });
+  return gradMap(a, hardSwishBwdOf);
+}
+
+Status execSiluBwd(KernelArgs& a) {
+  return gradMap(a, siluBwdOf);
 }
 
 } // namespace hgp::cpu

@@ -13,6 +13,7 @@
 // in float rounded once to dY's stored dtype, which is the unfused Sum's stored result.
 // BatchNormTrain with given_stats=1 (fuse-conv-bn) takes the channel sums of X from the
 // convolution that wrote it: mean = sum / n, biased var = max(sumsq / n - mean^2, 0) in double.
+#include "runtime/cpu/ActivationMath.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/plan/BatchNormOperands.h"
 #include "runtime/plan/Half.h"
@@ -52,26 +53,35 @@ double epsilonOf(const KernelArgs& a) {
   return a.attrs().getFloat("epsilon", 1e-5);
 }
 
-/// Relu as execRelu computes it (NaN passes through).
-inline float relu(float v) {
-  return v > 0.f ? v : (std::isnan(v) ? v : 0.f);
-}
-
-/// The fused epilogue of a BatchNorm forward: none, relu, or (with a residual) relu after the add.
+/// The fused epilogue of a BatchNorm forward: none, an activation, or (with a residual) relu
+/// after the add.
 struct Epilogue {
-  bool relu = false;
+  BnActivation act = BnActivation::None;
   const float* residual = nullptr; ///< Added to the BN result rounded to `stored`.
   DType stored = DType::F32;       ///< Y's storage dtype.
+  /// The activation of the BN result v. Silu and HardSwish read v rounded to Y's dtype, as the
+  /// unfused BatchNorm stored it; relu needs no rounding (relu(round(v)) == round(relu(v))).
+  float operator()(float v) const {
+    switch (act) {
+    case BnActivation::Relu:
+      return reluOf(v);
+    case BnActivation::Silu:
+      return siluOf(roundedAs(stored, v));
+    case BnActivation::HardSwish:
+      return hardSwishOf(roundedAs(stored, v));
+    case BnActivation::None:
+      break;
+    }
+    return v;
+  }
 };
 
-/// Reads activation= ("none" or "relu") and, with inputs[residualAt] present, the residual.
+/// Reads activation= and, with inputs[residualAt] present, the residual.
 Status epilogueOf(const KernelArgs& a, size_t residualAt, Epilogue& e) {
-  std::string act = a.attrs().getString("activation", "none");
-  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
-  e.relu = act == "relu";
+  if (Status st = bnActivation(a.attrs(), e.act); !st) return a.fail(st.message());
   e.stored = a.out[0].stored;
   if (a.in.size() > residualAt) {
-    if (!e.relu) return a.fail("a residual input needs activation=relu");
+    if (e.act != BnActivation::Relu) return a.fail("a residual input needs activation=relu");
     HGP_TRY(checkF32(a, a.in[residualAt], "residual"));
     HGP_TRY(checkShape(a, a.in[residualAt], *a.in[0].shape, "residual"));
     e.residual = a.in[residualAt].f32();
@@ -105,7 +115,7 @@ void applyChannelAffine(const ChannelLayout& l, const float* x,
                     float d = (xp[j] - f.hi) - f.lo;
                     float v = d * f.alpha + f.bias;
                     if (rp) v = roundedAs(e.stored, v) + rp[j];
-                    yp[j] = e.relu ? relu(v) : v;
+                    yp[j] = e(v);
                   }
                 }
               });
@@ -198,6 +208,25 @@ Status execBatchNormBwd(KernelArgs& a) {
     HGP_TRY(checkShape(a, a.in[size_t(ops->z)], *a.in[1].shape, "Z"));
     z = a.in[size_t(ops->z)].f32();
   }
+  // Fused SiluBwd or HardSwishBwd: their input, the BatchNorm's result y, is recomputed from X
+  // as the forward computed it (rounded to X's dtype, as the unfused BatchNorm stored it), from
+  // the saved statistics; the gradient is rounded to dY's dtype, as the unfused op stored it.
+  std::vector<ChannelAffine> pre;
+  if (ops->recomputes()) {
+    HGP_TRY(checkChannelOperands(a, 1, size_t(ops->bias), 1));
+    const float* bias = a.in[size_t(ops->bias)].f32();
+    double e = epsilonOf(a);
+    pre.resize(size_t(l.c));
+    for (int64_t c = 0; c < l.c; ++c) pre[size_t(c)] = {scale[c], bias[c], mean[c], var[c], e};
+  }
+  DType xStored = a.in[1].stored;
+  auto actGrad = [&](float g, int64_t e) -> float {
+    if (pre.empty()) return z && !(z[e] > 0.f) ? 0.f : g;
+    const ChannelAffine& f = pre[size_t((e / l.plane) % l.c)];
+    float y = roundedAs(xStored, ((x[e] - f.hi) - f.lo) * f.alpha + f.bias);
+    return roundedAs(a.in[0].stored,
+                     ops->act == BnActivation::Silu ? siluBwdOf(g, y) : hardSwishBwdOf(g, y));
+  };
   // Folded Sum: dY is round(dY + dY2), added in float and rounded to dY's stored dtype once, as
   // the unfused Sum stored it.
   const float* dy2 = nullptr;
@@ -209,8 +238,7 @@ Status execBatchNormBwd(KernelArgs& a) {
     dy2 = a.in[size_t(ops->dy2)].f32();
   }
   auto dy = [&](int64_t e) -> float {
-    float g = dy2 ? roundedAs(dyStored, dyIn[e] + dy2[e]) : dyIn[e];
-    return z && !(z[e] > 0.f) ? 0.f : g;
+    return actGrad(dy2 ? roundedAs(dyStored, dyIn[e] + dy2[e]) : dyIn[e], e);
   };
   float* gOut = nullptr; // the masked dY, for the Relu gradient's other readers
   if (a.out.size() == 4) {
@@ -224,12 +252,14 @@ Status execBatchNormBwd(KernelArgs& a) {
     for (int64_t c = c0; c < c1; ++c) {
       double mu = mean[c], invstd = 1.0 / std::sqrt(double(var[c]) + eps);
       double sumDy = 0, sumDyXhat = 0;
+      std::vector<float> g(size_t(l.count())); // the BatchNorm's own dY, computed once
       for (int64_t i = 0; i < l.n; ++i)
         for (int64_t j = 0; j < l.plane; ++j) {
           int64_t e = l.at(i, c) + j;
-          sumDy += dy(e);
-          sumDyXhat += double(dy(e)) * (double(x[e]) - mu) * invstd;
-          if (gOut) gOut[e] = dy(e);
+          float d = g[size_t(i * l.plane + j)] = dy(e);
+          sumDy += d;
+          sumDyXhat += double(d) * (double(x[e]) - mu) * invstd;
+          if (gOut) gOut[e] = d;
         }
       dbias[c] = float(sumDy);
       dscale[c] = float(sumDyXhat);
@@ -239,12 +269,13 @@ Status execBatchNormBwd(KernelArgs& a) {
         for (int64_t j = 0; j < l.plane; ++j) {
           int64_t e = l.at(i, c) + j;
           if (!batchStats) {
-            dx[e] = float(double(dy(e)) * k);
+            dx[e] = float(double(g[size_t(i * l.plane + j)]) * k);
             continue;
           }
           // The batch statistics depend on x: dx = k * (dy - mean(dy) - xhat * mean(dy*xhat)).
           double xhat = (double(x[e]) - mu) * invstd;
-          dx[e] = float(k * (double(dy(e)) - sumDy / m - xhat * sumDyXhat / m));
+          dx[e] =
+              float(k * (double(g[size_t(i * l.plane + j)]) - sumDy / m - xhat * sumDyXhat / m));
         }
     }
   });

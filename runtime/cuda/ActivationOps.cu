@@ -9,6 +9,7 @@
 // rounds exactly as the CPU reference does (no fused multiply-add); the file is compiled with
 // --fmad=false (runtime/CMakeLists.txt), as the generated fused kernels are, so that the math
 // functions (expf, tanhf, erff, logf) compile to the same code in both.
+#include "runtime/cuda/ActivationMath.cuh"
 #include "runtime/cuda/DeviceUtil.cuh"
 
 #include <cmath>
@@ -181,13 +182,6 @@ struct HardSigmoidF {
     return v < 0.f ? 0.f : (v > 1.f ? 1.f : v);
   }
 };
-struct HardSwishF {
-  __device__ float operator()(float x) const {
-    float r = x + 3.f;
-    r = r < 0.f ? 0.f : (r > 6.f ? 6.f : r);
-    return x * r / 6.f;
-  }
-};
 struct NegF {
   __device__ float operator()(float x) const { return -x; }
 };
@@ -222,13 +216,6 @@ struct HardSigmoidBwdF {
   __device__ float operator()(float dy, float x) const {
     float v = __fadd_rn(__fmul_rn(alpha, x), beta);
     return (v > 0.f && v < 1.f) ? alpha * dy : 0.f;
-  }
-};
-struct HardSwishBwdF {
-  __device__ float operator()(float dy, float x) const {
-    if (x < -3.f) return 0.f;
-    if (x <= 3.f) return __fmul_rn(dy, __fadd_rn(x / 3.f, 0.5f));
-    return dy;
   }
 };
 
@@ -340,6 +327,10 @@ Status execHardSwish(CudaArgs& a) {
   return unaryMap(a, HardSwishF{});
 }
 
+Status execSilu(CudaArgs& a) {
+  return unaryMap(a, SiluF{});
+}
+
 Status execNeg(CudaArgs& a) {
   return unaryMap(a, NegF{});
 }
@@ -380,6 +371,10 @@ Status execHardSigmoidBwd(CudaArgs& a) {
 
 Status execHardSwishBwd(CudaArgs& a) {
   return gradMap(a, HardSwishBwdF{});
+}
+
+Status execSiluBwd(CudaArgs& a) {
+  return gradMap(a, SiluBwdF{});
 }
 
 } // namespace hgp::cuda

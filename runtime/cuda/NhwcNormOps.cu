@@ -94,6 +94,8 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
   T* gOut;
   float mu[N];
   uint32_t c0, xPitch;
+  BnActivation act;
+  BnAffine pre[N];
   struct Loaded {
     PackN<T, N> g, v, g2, m;
   };
@@ -108,7 +110,8 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
 #pragma unroll
     for (int q = 0; q < N; ++q) {
       gm[q] = dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
-      gm[q] = z && !(toFloat(l.m.e[q]) > 0.f) ? 0.f : gm[q];
+      if (act != BnActivation::None)
+        gm[q] = activationGrad<T>(act, gm[q], z ? toFloat(l.m.e[q]) : 0.f, toFloat(l.v.e[q]), pre[q]);
     }
     if (gOut) storeVec<N>(gOut + off, gm);
 #pragma unroll
@@ -122,9 +125,12 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{dy, dy2, x, z, gOut, {}, c0, xPitch};
+  Columns<N> c{dy, dy2, x, fa.z, gOut, {}, c0, xPitch, fa.act, {}};
 #pragma unroll
-  for (int q = 0; q < N; ++q) c.mu[q] = mean[c0 + q];
+  for (int q = 0; q < N; ++q) {
+    c.mu[q] = mean[c0 + q];
+    if (fa.pre) c.pre[q] = fa.pre[c0 + q];
+  }
   return c;
 }
 
@@ -134,22 +140,25 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
   BwdApply f;
   BwdCoefficients k[N];
   uint32_t c0;
+  BnAffine pre[N];
   struct Loaded {
     PackN<T, N> g, g2, x, z;
   };
   __device__ __forceinline__ void load(uint32_t i, uint32_t row, Loaded& l) const {
     l.g = loadPack<N>(f.dy + i);
     if (f.dy2) l.g2 = loadPack<N>(f.dy2 + i);
-    if (f.batchStats) l.x = loadPack<N>(f.x + row * f.xPitch + c0);
-    if (f.z) l.z = loadPack<N>(f.z + i);
+    if (f.readsX()) l.x = loadPack<N>(f.x + row * f.xPitch + c0);
+    if (f.fa.z) l.z = loadPack<N>(f.fa.z + i);
   }
   __device__ __forceinline__ void store(uint32_t i, const Loaded& l) const {
     float v[N];
 #pragma unroll
     for (int q = 0; q < N; ++q) {
       float g = f.dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
-      g = f.z && !(toFloat(l.z.e[q]) > 0.f) ? 0.f : g;
-      v[q] = f.at(k[q], g, f.batchStats ? toFloat(l.x.e[q]) : 0.f);
+      float xv = f.readsX() ? toFloat(l.x.e[q]) : 0.f;
+      if (f.fa.act != BnActivation::None)
+        g = activationGrad<T>(f.fa.act, g, f.fa.z ? toFloat(l.z.e[q]) : 0.f, xv, pre[q]);
+      v[q] = f.at(k[q], g, xv);
     }
     storeVec<N>(f.dx + i, v);
   }
@@ -158,9 +167,12 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
 template <typename T>
 template <int N>
 __device__ auto BwdApply<T>::columns(uint32_t c0) const -> Columns<N> {
-  Columns<N> c{*this, {}, c0};
+  Columns<N> c{*this, {}, c0, {}};
 #pragma unroll
-  for (int q = 0; q < N; ++q) c.k[q] = coef[c0 + q];
+  for (int q = 0; q < N; ++q) {
+    c.k[q] = coef[c0 + q];
+    if (fa.pre) c.pre[q] = fa.pre[c0 + q];
+  }
   return c;
 }
 

@@ -10,7 +10,9 @@
 // instantiated in NhwcNormOps.cu for every functor and element type (float, bf16, f16).
 #pragma once
 
+#include "runtime/cuda/ActivationMath.cuh"
 #include "runtime/cuda/DeviceUtil.cuh"
+#include "runtime/plan/BatchNormOperands.h"
 
 namespace hgp::cuda::norm {
 
@@ -21,11 +23,6 @@ constexpr int kFlush = 8;
 /// Whether 32-bit element indices and the fast kernels apply (fewer than 2^31 elements).
 inline bool fitsIn32(const ChannelShape& s) {
   return s.outer * s.channels * s.inner < (int64_t(1) << 31);
-}
-
-/// Relu as the Relu op computes it (NaN passes through).
-__device__ __forceinline__ float reluOf(float v) {
-  return v > 0.f ? v : (isnan(v) ? v : 0.f);
 }
 
 /// One channel's normalization, y = ((x - hi) - lo) * alpha + bias, as the CPU computes it
@@ -41,21 +38,54 @@ __device__ __forceinline__ BnAffine bnAffine(double scale, double bias, double m
   return {float(scale / sqrt(var + eps)), hi, float(mean - double(hi)), float(bias)};
 }
 
-/// The affine map with the CPU's roundings (no FMA); then the fused epilogue: + residual (after
-/// rounding to T, as the unfused Y was stored), relu.
+/// The affine map with the CPU's roundings (no FMA).
+__device__ __forceinline__ float affineOf(float v, const BnAffine& f) {
+  return __fadd_rn(__fmul_rn(__fsub_rn(__fsub_rn(v, f.hi), f.lo), f.alpha), f.bias);
+}
+
+/// A fused activation of the BN result b: relu as is (relu commutes with rounding), Silu and
+/// HardSwish of b rounded to T, as the unfused BatchNorm stored it.
+template <typename T> __device__ __forceinline__ float activationOf(BnActivation act, float b) {
+  switch (act) {
+  case BnActivation::Relu: return reluOf(b);
+  case BnActivation::Silu: return SiluF{}(toFloat(fromFloat<T>(b)));
+  case BnActivation::HardSwish: return HardSwishF{}(toFloat(fromFloat<T>(b)));
+  default: return b;
+  }
+}
+
+/// The fused activation's gradient at one element (BatchNormBwd), g being the gradient of its
+/// output: relu masks g by its output z > 0; Silu and HardSwish recompute their input y =
+/// round_T(affine(x)) with the channel's coefficients `pre` and round the gradient to T, as
+/// the unfused gradient op stored it.
+template <typename T>
+__device__ __forceinline__ float activationGrad(BnActivation act, float g, float z, float x,
+                                                const BnAffine& pre) {
+  switch (act) {
+  case BnActivation::Relu: return z > 0.f ? g : 0.f;
+  case BnActivation::Silu:
+    return toFloat(fromFloat<T>(SiluBwdF{}(g, toFloat(fromFloat<T>(affineOf(x, pre))))));
+  case BnActivation::HardSwish:
+    return toFloat(fromFloat<T>(HardSwishBwdF{}(g, toFloat(fromFloat<T>(affineOf(x, pre))))));
+  default: return g;
+  }
+}
+
+/// The affine map, then the fused epilogue: + residual (after rounding to T, as the unfused Y
+/// was stored), the activation.
 template <typename T> struct AffineApply {
   const T* x;
   const BnAffine* affine;
   const T* residual; ///< Null unless fused with a residual Add.
-  bool relu;
+  BnActivation act;
   T* y;
   /// Channels-last: elements from one pixel of X to the next (X's channels, or a larger
   /// tensor's when X is a pitched view: a run of a Concat written in place).
   uint32_t xPitch = 0;
   __device__ __forceinline__ float at(float v, const BnAffine& f, float r) const {
-    float b = __fadd_rn(__fmul_rn(__fsub_rn(__fsub_rn(v, f.hi), f.lo), f.alpha), f.bias);
+    float b = affineOf(v, f);
     if (residual) b = __fadd_rn(toFloat(fromFloat<T>(b)), r);
-    return relu ? reluOf(b) : b;
+    return activationOf<T>(act, b);
   }
   __device__ void one(int64_t c, int64_t i) const {
     y[i] = fromFloat<T>(at(toFloat(x[i]), affine[c], residual ? toFloat(residual[i]) : 0.f));
@@ -115,21 +145,35 @@ template <typename T> __device__ __forceinline__ float summedGrad(float a, float
   return toFloat(fromFloat<T>(__fadd_rn(a, b)));
 }
 
-/// dY as the BatchNorm sees it at element i: round(dy + dy2) when dy2 is set (a folded Sum),
-/// then through the fused Relu's mask (Z > 0) when z is set.
+/// What a BatchNormBwd needs to undo its fused activation (activationGrad): which one, the
+/// output Z of a Relu, the forward's coefficients of a Silu or HardSwish (BnActivation::None:
+/// nothing to undo).
+template <typename T> struct FusedActivation {
+  BnActivation act = BnActivation::None;
+  const T* z = nullptr;           ///< Relu.
+  const BnAffine* pre = nullptr;  ///< Silu, HardSwish: per channel.
+  __host__ __device__ bool readsX() const { return pre != nullptr; }
+};
+
+/// dY as the BatchNorm sees it at element i of channel c: round(dy + dy2) when dy2 is set (a
+/// folded Sum), then through the fused activation's gradient.
 template <typename T>
-__device__ __forceinline__ float gradAt(const T* dy, const T* dy2, const T* z, int64_t i) {
+__device__ __forceinline__ float gradAt(const T* dy, const T* dy2, const FusedActivation<T>& fa,
+                                        const T* x, int64_t c, int64_t i) {
   float g = toFloat(dy[i]);
   if (dy2) g = summedGrad<T>(g, toFloat(dy2[i]));
-  return z && !(toFloat(z[i]) > 0.f) ? 0.f : g;
+  if (fa.act == BnActivation::None) return g;
+  return activationGrad<T>(fa.act, g, fa.z ? toFloat(fa.z[i]) : 0.f, fa.pre ? toFloat(x[i]) : 0.f,
+                           fa.pre ? fa.pre[c] : BnAffine{});
 }
 
 /// run[0] += dy, run[1] += dy * (x - mean[c]), dy summed from its two parts when dy2 is set and
-/// masked by Z > 0 when fused with ReluBwd; that dy is also stored into gOut when set (exact: it
-/// is the rounded sum, or zero).
+/// taken through the fused activation's gradient; that dy is also stored into gOut when set
+/// (Relu only: it is the rounded sum, or zero).
 template <typename T> struct BwdSums {
   using Finalize = BwdFinalize;
-  const T *dy, *dy2, *x, *z;
+  const T *dy, *dy2, *x;
+  FusedActivation<T> fa;
   T* gOut;
   const float* mean;
   uint32_t xPitch = 0; ///< As AffineApply's.
@@ -137,11 +181,18 @@ template <typename T> struct BwdSums {
     const T *dy, *dy2, *x, *z;
     T* gOut;
     float mu;
+    BnActivation act;
+    BnAffine pre;
+    __device__ __forceinline__ float grad(float g, float m, float v) const {
+      return act == BnActivation::None ? g : activationGrad<T>(act, g, m, v, pre);
+    }
     __device__ __forceinline__ void one(float (&run)[2], int64_t off) const {
-      float g = gradAt(dy, dy2, z, off);
+      float g = toFloat(dy[off]), v = toFloat(x[off]);
+      if (dy2) g = summedGrad<T>(g, toFloat(dy2[off]));
+      g = grad(g, z ? toFloat(z[off]) : 0.f, v);
       if (gOut) gOut[off] = fromFloat<T>(g);
       run[0] += g;
-      run[1] += g * (toFloat(x[off]) - mu);
+      run[1] += g * (v - mu);
     }
     template <int N> __device__ __forceinline__ void vec(float (&run)[2], int64_t off) const {
       float g[N], g2[N], v[N], m[N];
@@ -152,7 +203,7 @@ template <typename T> struct BwdSums {
 #pragma unroll
       for (int q = 0; q < N; ++q) {
         if (dy2) g[q] = summedGrad<T>(g[q], g2[q]);
-        g[q] = z && !(m[q] > 0.f) ? 0.f : g[q];
+        g[q] = grad(g[q], z ? m[q] : 0.f, v[q]);
       }
       if (gOut) storeVec<N>(gOut + off, g);
 #pragma unroll
@@ -162,7 +213,9 @@ template <typename T> struct BwdSums {
       }
     }
   };
-  __device__ Channel channel(int64_t c) const { return {dy, dy2, x, z, gOut, mean[c]}; }
+  __device__ Channel channel(int64_t c) const {
+    return {dy, dy2, x, fa.z, gOut, mean[c], fa.act, fa.pre ? fa.pre[c] : BnAffine{}};
+  }
   /// Channels-last: channels c0 .. c0 + N - 1 (NhwcNormOps.cu).
   template <int N> struct Columns;
   template <int N> __device__ Columns<N> columns(uint32_t c0) const;
@@ -174,9 +227,10 @@ struct BwdCoefficients {
 };
 
 /// dx = k * (dy - mean(dy)) - slope * (x - mu) in float; the frozen form has only k * dy. dy is
-/// summed from its two parts when dy2 is set and masked by Z > 0 when fused with ReluBwd.
+/// summed from its two parts when dy2 is set and taken through the fused activation's gradient.
 template <typename T> struct BwdApply {
-  const T *dy, *dy2, *x, *z;
+  const T *dy, *dy2, *x;
+  FusedActivation<T> fa;
   const BwdCoefficients* coef;
   T* dx;
   bool batchStats;
@@ -185,20 +239,26 @@ template <typename T> struct BwdApply {
     if (!batchStats) return g * q.k;
     return q.k * (g - q.meanDy) - q.slope * (v - q.mu);
   }
+  /// Whether the pass reads X: for the batch statistics' term, or to recompute an activation's
+  /// input.
+  __device__ __forceinline__ bool readsX() const { return batchStats || fa.readsX(); }
   __device__ void one(int64_t c, int64_t i) const {
-    dx[i] = fromFloat<T>(at(coef[c], gradAt(dy, dy2, z, i), toFloat(x[i])));
+    dx[i] = fromFloat<T>(at(coef[c], gradAt(dy, dy2, fa, x, c, i), toFloat(x[i])));
   }
   template <int N> __device__ void vec(int64_t c, int64_t i) const {
     BwdCoefficients q = coef[c];
+    BnAffine pre = fa.pre ? fa.pre[c] : BnAffine{};
     float g[N], g2[N], v[N], m[N];
     loadVec<N>(dy + i, g);
     if (dy2) loadVec<N>(dy2 + i, g2);
     loadVec<N>(x + i, v);
-    if (z) loadVec<N>(z + i, m);
+    if (fa.z) loadVec<N>(fa.z + i, m);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       if (dy2) g[k] = summedGrad<T>(g[k], g2[k]);
-      g[k] = at(q, z && !(m[k] > 0.f) ? 0.f : g[k], v[k]);
+      if (fa.act != BnActivation::None)
+        g[k] = activationGrad<T>(fa.act, g[k], fa.z ? m[k] : 0.f, v[k], pre);
+      g[k] = at(q, g[k], v[k]);
     }
     storeVec<N>(dx + i, g);
   }

@@ -68,11 +68,9 @@ Status checkChannelOperands(const CudaArgs& a, size_t x, size_t first, size_t co
   return Status::ok();
 }
 
-/// Reads activation= ("none" or "relu").
-Status reluOf(const CudaArgs& a, bool& relu) {
-  std::string act = a.attrs().getString("activation", "none");
-  if (act != "none" && act != "relu") return a.fail("unknown activation '" + act + "'");
-  relu = act == "relu";
+/// Reads activation= (none, relu, silu or hardswish).
+Status activationOf(const CudaArgs& a, BnActivation& act) {
+  if (Status st = bnActivation(a.attrs(), act); !st) return a.fail(st.message());
   return Status::ok();
 }
 
@@ -245,8 +243,8 @@ Status pitchOf(const CudaArgs& a, const DeviceTensor& x, const ChannelShape& s, 
 template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
-  bool relu = false;
-  HGP_TRY(reluOf(a, relu));
+  BnActivation act = BnActivation::None;
+  HGP_TRY(activationOf(a, act));
   ChannelShape s = channelsOf(*a.in[0].shape, nhwc);
   BnAffine* affine;
   HGP_TRY(stepScratch(a, size_t(s.channels) * sizeof(BnAffine), affine));
@@ -257,7 +255,7 @@ template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   uint32_t xPitch = 0;
   HGP_TRY(pitchOf(a, a.in[0], s, nhwc, xPitch));
   return launchApply<T>(a, s, nhwc, {a.in[0].data, a.out[0].data},
-                        AffineApply<T>{a.in[0].as<T>(), affine, nullptr, relu, a.out[0].as<T>(),
+                        AffineApply<T>{a.in[0].as<T>(), affine, nullptr, act, a.out[0].as<T>(),
                                        xPitch});
 }
 
@@ -269,8 +267,8 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
   HGP_TRY(checkShape(a, a.out[1], {s.channels}, "batch_mean"));
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "batch_var"));
-  bool relu = false;
-  HGP_TRY(reluOf(a, relu));
+  BnActivation act = BnActivation::None;
+  HGP_TRY(activationOf(a, act));
   auto ops = bnTrainOperands(a.attrs(), a.in.size());
   if (!ops) return a.fail(ops.status().message());
   const T* residual = nullptr;
@@ -294,7 +292,7 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
         affine);
     HGP_TRY(checkLaunch(a, "givenStatsKernel"));
     return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
-                          AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>(), xPitch});
+                          AffineApply<T>{x, affine, residual, act, a.out[0].as<T>(), xPitch});
   }
   SumsPlan sp;
   HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp, xPitch)));
@@ -306,7 +304,7 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
                        a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(), affine};
   HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner, xPitch}, fin, partials));
   return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
-                        AffineApply<T>{x, affine, residual, relu, a.out[0].as<T>(), xPitch});
+                        AffineApply<T>{x, affine, residual, act, a.out[0].as<T>(), xPitch});
 }
 
 template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
@@ -321,13 +319,16 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkShape(a, a.out[2], {s.channels}, "dbias"));
   auto ops = bnBwdOperands(a.attrs(), a.in.size());
   if (!ops) return a.fail(ops.status().message());
+  FusedActivation<T> fa;
+  fa.act = ops->act;
   const T* z = nullptr;
   if (ops->relu()) {
     const DeviceTensor& zt = a.in[size_t(ops->z)];
     HGP_TRY(checkDType(a, zt, a.in[1].dtype, "Z"));
     HGP_TRY(checkShape(a, zt, *a.in[1].shape, "Z"));
-    z = zt.as<T>();
+    z = fa.z = zt.as<T>();
   }
+  if (ops->recomputes()) HGP_TRY(checkChannelOperands(a, 1, size_t(ops->bias), 1, nhwc));
   // A folded Sum (dy_parts=2): both parts are read wherever dY was.
   const T* dy2 = nullptr;
   if (ops->split()) {
@@ -355,19 +356,30 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp, xPitch)));
   size_t partialBytes = sp.bytes(s);
   double* partials;
-  HGP_TRY(stepScratch(a, partialBytes + size_t(s.channels) * sizeof(BwdCoefficients), partials));
+  size_t coefBytes = size_t(s.channels) * sizeof(BwdCoefficients);
+  size_t preBytes = ops->recomputes() ? size_t(s.channels) * sizeof(BnAffine) : 0;
+  HGP_TRY(stepScratch(a, partialBytes + coefBytes + preBytes, partials));
   auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
+  if (ops->recomputes()) { // the forward's coefficients, from the saved statistics
+    auto* pre = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(coef) + coefBytes);
+    inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
+        s.channels, a.in[2].f32(), a.in[size_t(ops->bias)].f32(), a.in[3].f32(), a.in[4].f32(),
+        a.attrs().getFloat("epsilon", 1e-5), pre);
+    HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
+    fa.pre = pre;
+  }
   BwdFinalize fin{double(s.count()), a.attrs().getFloat("epsilon", 1e-5), a.in[2].f32(),
                   a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
-  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, z, gOut, a.in[3].f32(), xPitch}, fin,
+  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, fa, gOut, a.in[3].f32(), xPitch}, fin,
                         partials));
   if (gOut) { // dX from G, which holds the summed and masked dY
     dy = gOut;
     dy2 = nullptr;
     z = nullptr;
+    fa = {};
   }
   return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
-                        BwdApply<T>{dy, dy2, x, z, coef, a.out[0].as<T>(), batchStats, xPitch});
+                        BwdApply<T>{dy, dy2, x, fa, coef, a.out[0].as<T>(), batchStats, xPitch});
 }
 
 } // namespace

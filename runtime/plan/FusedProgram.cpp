@@ -301,6 +301,7 @@ float evalFusedInstr(const FusedInstr& ins, const float* a) {
     r = r < 0.f ? 0.f : (r > 6.f ? 6.f : r);
     return a[0] * r / 6.f;
   }
+  case OpKind::Silu: return a[0] / (1.f + std::exp(-a[0]));
   case OpKind::Erf: return std::erf(a[0]);
   case OpKind::Exp: return std::exp(a[0]);
   case OpKind::Log: return std::log(a[0]);
@@ -335,6 +336,10 @@ float evalFusedInstr(const FusedInstr& ins, const float* a) {
     if (a[1] < -3.f) return 0.f;
     if (a[1] <= 3.f) return a[0] * (a[1] / 3.f + 0.5f);
     return a[0];
+  case OpKind::SiluBwd: {
+    float s = 1.f / (1.f + std::exp(-a[1]));
+    return a[0] * s * (1.f + a[1] * (1.f - s));
+  }
   case OpKind::Dropout: case OpKind::DropoutBwd: {
     if (ins.ratio == 0) return a[0]; // the unfused op copies its input
     FusedDropout d = fusedDropout(ins);

@@ -223,7 +223,7 @@ std::vector<Operand> perChannel(int64_t c, std::initializer_list<const char*> na
 
 TEST(CudaLayout, BatchNormInference) {
   HGP_REQUIRE_CUDA();
-  for (const char* act : {"none", "relu"})
+  for (const char* act : {"none", "relu", "silu", "hardswish"})
     for (const Shape& x : kBnShapes) {
       int64_t c = x[1];
       std::vector<Operand> ins = {{"x", x}};
@@ -235,7 +235,7 @@ TEST(CudaLayout, BatchNormInference) {
 
 TEST(CudaLayout, BatchNormTrain) {
   HGP_REQUIRE_CUDA();
-  for (const char* act : {"none", "relu"})
+  for (const char* act : {"none", "relu", "silu", "hardswish"})
     for (const Shape& x : kBnShapes) {
       std::vector<Operand> ins = {{"x", x}};
       for (Operand o : perChannel(x[1], {"scale", "bias"})) ins.push_back(o);
@@ -263,25 +263,29 @@ TEST(CudaLayout, BatchNormTrainLargeMean) {
   }
 }
 
-/// dY, X, scale, mean, var [, Z] [, dY2]: plain, frozen statistics, fused with ReluBwd (mask Z),
-/// and fused with the masked dY G as a fourth result; each also with a folded gradient Sum
-/// (dy_parts=2, dY2 last).
+/// dY, X, scale, mean, var [, Z | bias] [, dY2]: plain, frozen statistics, fused with ReluBwd
+/// (mask Z), fused with the masked dY G as a fourth result, fused with SiluBwd and HardSwishBwd
+/// (y recomputed from X with the bias); each also with a folded gradient Sum (dy_parts=2, dY2
+/// last).
 TEST(CudaLayout, BatchNormBwd) {
   HGP_REQUIRE_CUDA();
   for (int parts : {1, 2})
-    for (int form = 0; form < 4; ++form)
+    for (int form = 0; form < 6; ++form)
       for (const Shape& x : kBnShapes) {
         int64_t c = x[1];
         std::vector<Operand> ins = {
             {"dy", x}, {"x", x}, {"scale", {c}}, {"mean", {c}}, {"var", {c}, 0.5, 2}};
-        AttrMap a = bnAttrs(form >= 2 ? "relu" : "none");
+        const char* acts[] = {"none", "none", "relu", "relu", "silu", "hardswish"};
+        AttrMap a = bnAttrs(acts[form]);
         if (form == 1) a.setInt("batch_stats", 0);
-        if (form >= 2) ins.push_back({"z", x});
+        if (form == 2 || form == 3) ins.push_back({"z", x});
+        if (form >= 4) ins.push_back({"bias", {c}});
         if (parts == 2) {
           a.setInt("dy_parts", 2);
           ins.push_back({"dy2", x});
         }
-        const char* names[] = {"bn-bwd", "bn-bwd-frozen", "bn-bwd-relu", "bn-bwd-relu-g"};
+        const char* names[] = {"bn-bwd",        "bn-bwd-frozen", "bn-bwd-relu",
+                               "bn-bwd-relu-g", "bn-bwd-silu",   "bn-bwd-hardswish"};
         std::string name = std::string(names[form]) + (parts == 2 ? "-sum" : "");
         check({nameOf(name, x), OpKind::BatchNormBwd, a, ins, form == 3 ? 4 : -1});
       }

@@ -184,6 +184,7 @@ inline std::vector<Case> cases(int arch = 90) {
                                op1(g, OpKind::Tanh, {x}),
                                op1(g, OpKind::HardSigmoid, {x}, A({{"alpha", 0.2}, {"beta", 0.5}})),
                                op1(g, OpKind::HardSwish, {x}),
+                               op1(g, OpKind::Silu, {x}),
                                op1(g, OpKind::Neg, {x}),
                                op1(g, OpKind::Scale, {x}, A({{"alpha", -1.5}})),
                                op1(g, OpKind::Gelu, {x}, A({{"approximate", std::string("none")}})),

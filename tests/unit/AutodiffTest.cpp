@@ -213,7 +213,7 @@ TEST(AutodiffTest, Activations) {
                              {OpKind::Clip, clip},     {OpKind::Sigmoid, {}},
                              {OpKind::Tanh, {}},       {OpKind::HardSigmoid, hsig},
                              {OpKind::HardSwish, {}},  {OpKind::Neg, {}},
-                             {OpKind::Scale, scale}};
+                             {OpKind::Scale, scale},   {OpKind::Silu, {}}};
   for (const Case& c : cases)
     checkGradients(opName(c.op), {{DType::F32, {3, 4, 5}}},
                    [&](Graph& g, const std::vector<Value*>& p) { return op1(g, c.op, {p[0]}, c.attrs); },

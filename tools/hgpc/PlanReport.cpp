@@ -15,20 +15,25 @@ namespace hgp {
 namespace {
 
 /// The step's op as the report names it: the op, plus what fusion folded into it
-/// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward, "+Sum"
+/// (fuse-batch-norm: "+Relu", "+AddRelu" with a residual, "+ReluBwd" in the backward, "+Silu"
+/// and "+SiluBwd", "+HardSwish" and "+HardSwishBwd", "+Sum"
 /// for a folded gradient Sum, dy_parts=2; fuse-conv-bn: "+BnStats" on a convolution that sums
 /// its result's channels, "(stats)" on the BatchNormTrain that reads those sums).
 std::string stepLabel(const PlanStep& s) {
   std::string label = opName(s.op);
+  std::string act = s.attrs.getString("activation", "none");
+  const char* smooth = act == "silu" ? "+Silu" : act == "hardswish" ? "+HardSwish" : nullptr;
   if (s.op == OpKind::BatchNormBwd) {
-    if (s.attrs.getString("activation", "none") == "relu") label += "+ReluBwd";
+    if (act == "relu") label += "+ReluBwd";
+    if (smooth) label += std::string(smooth) + "Bwd";
     if (s.attrs.getInt("dy_parts", 1) == 2) label += "+Sum";
     return label;
   }
   // fuse-conv-bn: the convolution that emits the channel sums, the BatchNorm that takes them.
   if (s.op == OpKind::Conv && s.attrs.getInt("stats", 0)) label += "+BnStats";
   if (s.op == OpKind::BatchNormTrain && s.attrs.getInt("given_stats", 0)) label += "(stats)";
-  if (s.attrs.getString("activation", "none") != "relu") return label;
+  if (smooth) return label + smooth;
+  if (act != "relu") return label;
   if (s.op == OpKind::BatchNormTrain && s.inputs.size() % 2 == 0) return label + "+AddRelu";
   return label + "+Relu";
 }
