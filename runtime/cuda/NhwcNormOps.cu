@@ -28,7 +28,7 @@ namespace hgp::cuda::norm {
 
 /// AffineApply, NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers
 /// (nhwcMapKernel).
-template <typename T> template <int N> struct AffineApply<T>::Columns {
+template <typename T, bool S> template <int N> struct AffineApply<T, S>::Columns {
   AffineApply f;
   BnAffine k[N];
   uint32_t c0;
@@ -48,9 +48,9 @@ template <typename T> template <int N> struct AffineApply<T>::Columns {
   }
 };
 
-template <typename T>
+template <typename T, bool S>
 template <int N>
-__device__ auto AffineApply<T>::columns(uint32_t c0) const -> Columns<N> {
+__device__ auto AffineApply<T, S>::columns(uint32_t c0) const -> Columns<N> {
   Columns<N> c{*this, {}, c0};
 #pragma unroll
   for (int q = 0; q < N; ++q) c.k[q] = affine[c0 + q];
@@ -89,13 +89,13 @@ __device__ auto StatsSums<T>::columns(uint32_t c0) const -> Columns<N> {
 }
 
 /// BwdSums, NHWC: channels c0 .. c0 + N - 1 (nhwcPartialsKernel).
-template <typename T> template <int N> struct BwdSums<T>::Columns {
+template <typename T, bool S> template <int N> struct BwdSums<T, S>::Columns {
   const T *dy, *dy2, *x, *z;
   T* gOut;
   float mu[N];
   uint32_t c0, xPitch;
   BnActivation act;
-  BnAffine pre[N];
+  BnAffine pre[S ? N : 1]; ///< Only a Smooth kernel keeps the coefficients in registers.
   struct Loaded {
     PackN<T, N> g, v, g2, m;
   };
@@ -111,7 +111,8 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
     for (int q = 0; q < N; ++q) {
       gm[q] = dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
       if (act != BnActivation::None)
-        gm[q] = activationGrad<T>(act, gm[q], z ? toFloat(l.m.e[q]) : 0.f, toFloat(l.v.e[q]), pre[q]);
+        gm[q] = fusedGrad<T, S>(act, gm[q], z ? toFloat(l.m.e[q]) : 0.f, toFloat(l.v.e[q]),
+                                pre[S ? q : 0]);
     }
     if (gOut) storeVec<N>(gOut + off, gm);
 #pragma unroll
@@ -122,25 +123,25 @@ template <typename T> template <int N> struct BwdSums<T>::Columns {
   }
 };
 
-template <typename T>
+template <typename T, bool S>
 template <int N>
-__device__ auto BwdSums<T>::columns(uint32_t c0) const -> Columns<N> {
+__device__ auto BwdSums<T, S>::columns(uint32_t c0) const -> Columns<N> {
   Columns<N> c{dy, dy2, x, fa.z, gOut, {}, c0, xPitch, fa.act, {}};
 #pragma unroll
   for (int q = 0; q < N; ++q) {
     c.mu[q] = mean[c0 + q];
-    if (fa.pre) c.pre[q] = fa.pre[c0 + q];
+    if constexpr (S) c.pre[q] = fa.pre[c0 + q];
   }
   return c;
 }
 
 /// BwdApply, NHWC: channels c0 .. c0 + N - 1 with their coefficients in registers
 /// (nhwcMapKernel). The frozen form does not read X.
-template <typename T> template <int N> struct BwdApply<T>::Columns {
+template <typename T, bool S> template <int N> struct BwdApply<T, S>::Columns {
   BwdApply f;
   BwdCoefficients k[N];
   uint32_t c0;
-  BnAffine pre[N];
+  BnAffine pre[S ? N : 1]; ///< As BwdSums' Columns.
   struct Loaded {
     PackN<T, N> g, g2, x, z;
   };
@@ -157,21 +158,21 @@ template <typename T> template <int N> struct BwdApply<T>::Columns {
       float g = f.dy2 ? summedGrad<T>(toFloat(l.g.e[q]), toFloat(l.g2.e[q])) : toFloat(l.g.e[q]);
       float xv = f.readsX() ? toFloat(l.x.e[q]) : 0.f;
       if (f.fa.act != BnActivation::None)
-        g = activationGrad<T>(f.fa.act, g, f.fa.z ? toFloat(l.z.e[q]) : 0.f, xv, pre[q]);
+        g = fusedGrad<T, S>(f.fa.act, g, f.fa.z ? toFloat(l.z.e[q]) : 0.f, xv, pre[S ? q : 0]);
       v[q] = f.at(k[q], g, xv);
     }
     storeVec<N>(f.dx + i, v);
   }
 };
 
-template <typename T>
+template <typename T, bool S>
 template <int N>
-__device__ auto BwdApply<T>::columns(uint32_t c0) const -> Columns<N> {
+__device__ auto BwdApply<T, S>::columns(uint32_t c0) const -> Columns<N> {
   Columns<N> c{*this, {}, c0, {}};
 #pragma unroll
   for (int q = 0; q < N; ++q) {
     c.k[q] = coef[c0 + q];
-    if (fa.pre) c.pre[q] = fa.pre[c0 + q];
+    if constexpr (S) c.pre[q] = fa.pre[c0 + q];
   }
   return c;
 }
@@ -404,19 +405,24 @@ Status launchNhwcMap(CudaArgs& a, const ChannelShape& s, int width, const F& f) 
 
 // The launchers NormOps.cu calls, for each functor and element type.
 #define HGP_NHWC_NORM_INSTANCES(T)                                                                 \
+  HGP_NHWC_NORM_STATS(T) HGP_NHWC_NORM_ACT(T, false) HGP_NHWC_NORM_ACT(T, true)
+#define HGP_NHWC_NORM_STATS(T)                                                                     \
   template Status planNhwcSums<T, StatsSums<T>>(const CudaArgs&, const ChannelShape&, int,        \
                                                 NhwcSplit&);                                       \
-  template Status planNhwcSums<T, BwdSums<T>>(const CudaArgs&, const ChannelShape&, int,          \
-                                              NhwcSplit&);                                         \
   template Status launchNhwcSums<T, StatsSums<T>>(const CudaArgs&, const NhwcSplit&,              \
                                                   const StatsSums<T>&, const StatsFinalize<T>&,    \
-                                                  double*);                                        \
-  template Status launchNhwcSums<T, BwdSums<T>>(const CudaArgs&, const NhwcSplit&,                \
-                                                const BwdSums<T>&, const BwdFinalize&, double*);   \
-  template Status launchNhwcMap<T, AffineApply<T>>(CudaArgs&, const ChannelShape&, int,           \
-                                                   const AffineApply<T>&);                         \
-  template Status launchNhwcMap<T, BwdApply<T>>(CudaArgs&, const ChannelShape&, int,              \
-                                                const BwdApply<T>&);
+                                                  double*);
+// Each activation functor twice: for none and relu, and for silu and hardswish (Smooth).
+#define HGP_NHWC_NORM_ACT(T, S)                                                                    \
+  template Status planNhwcSums<T, BwdSums<T, S>>(const CudaArgs&, const ChannelShape&, int,       \
+                                                 NhwcSplit&);                                      \
+  template Status launchNhwcSums<T, BwdSums<T, S>>(const CudaArgs&, const NhwcSplit&,             \
+                                                   const BwdSums<T, S>&, const BwdFinalize&,       \
+                                                   double*);                                       \
+  template Status launchNhwcMap<T, AffineApply<T, S>>(CudaArgs&, const ChannelShape&, int,        \
+                                                      const AffineApply<T, S>&);                   \
+  template Status launchNhwcMap<T, BwdApply<T, S>>(CudaArgs&, const ChannelShape&, int,           \
+                                                   const BwdApply<T, S>&);
 
 HGP_NHWC_NORM_INSTANCES(float)
 HGP_NHWC_NORM_INSTANCES(__nv_bfloat16)

@@ -74,6 +74,11 @@ Status activationOf(const CudaArgs& a, BnActivation& act) {
   return Status::ok();
 }
 
+/// Whether `act` runs the kernels compiled for silu and hardswish (NormKernels.cuh, fusedGrad).
+bool smooth(BnActivation act) {
+  return act == BnActivation::Silu || act == BnActivation::HardSwish;
+}
+
 // ---- Passes over [N, C, inner] -------------------------------------------------------------
 
 /// Elementwise pass: f.one(c, i) per element (V = 1), or f.vec<V>(c, i) per aligned vector of
@@ -240,6 +245,18 @@ Status pitchOf(const CudaArgs& a, const DeviceTensor& x, const ChannelShape& s, 
   return Status::ok();
 }
 
+/// The forward's elementwise pass, Y = act(BN(X) (+ residual)), with the kernels for `act`.
+template <typename T>
+Status launchAffine(CudaArgs& a, const ChannelShape& s, bool nhwc, const T* x,
+                    const BnAffine* affine, const T* residual, BnActivation act, T* y,
+                    uint32_t xPitch) {
+  if (smooth(act))
+    return launchApply<T>(a, s, nhwc, {x, y, residual},
+                          AffineApply<T, true>{x, affine, residual, act, y, xPitch});
+  return launchApply<T>(a, s, nhwc, {x, y, residual},
+                        AffineApply<T, false>{x, affine, residual, act, y, xPitch});
+}
+
 template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkDType(a, a.out[0], a.in[0].dtype, "Y"));
   HGP_TRY(checkShape(a, a.out[0], *a.in[0].shape, "Y"));
@@ -254,9 +271,8 @@ template <typename T> Status batchNorm(CudaArgs& a, bool nhwc) {
   HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
   uint32_t xPitch = 0;
   HGP_TRY(pitchOf(a, a.in[0], s, nhwc, xPitch));
-  return launchApply<T>(a, s, nhwc, {a.in[0].data, a.out[0].data},
-                        AffineApply<T>{a.in[0].as<T>(), affine, nullptr, act, a.out[0].as<T>(),
-                                       xPitch});
+  return launchAffine<T>(a, s, nhwc, a.in[0].as<T>(), affine, nullptr, act, a.out[0].as<T>(),
+                         xPitch);
 }
 
 template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
@@ -291,8 +307,7 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
         double(s.count()), eps, a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(),
         affine);
     HGP_TRY(checkLaunch(a, "givenStatsKernel"));
-    return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
-                          AffineApply<T>{x, affine, residual, act, a.out[0].as<T>(), xPitch});
+    return launchAffine<T>(a, s, nhwc, x, affine, residual, act, a.out[0].as<T>(), xPitch);
   }
   SumsPlan sp;
   HGP_TRY((planSums<T, StatsSums<T>>(a, s, nhwc, {x}, sp, xPitch)));
@@ -303,8 +318,7 @@ template <typename T> Status batchNormTrain(CudaArgs& a, bool nhwc) {
   StatsFinalize<T> fin{x, s.inner, double(s.count()), eps,
                        a.in[1].f32(), a.in[2].f32(), a.out[1].f32(), a.out[2].f32(), affine};
   HGP_TRY(launchSums<T>(a, s, sp, StatsSums<T>{x, s.inner, xPitch}, fin, partials));
-  return launchApply<T>(a, s, nhwc, {x, a.out[0].data, residual},
-                        AffineApply<T>{x, affine, residual, act, a.out[0].as<T>(), xPitch});
+  return launchAffine<T>(a, s, nhwc, x, affine, residual, act, a.out[0].as<T>(), xPitch);
 }
 
 template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
@@ -352,34 +366,41 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
   bool batchStats = a.attrs().getInt("batch_stats", 1) != 0;
   uint32_t xPitch = 0;
   HGP_TRY(pitchOf(a, a.in[1], s, nhwc, xPitch));
-  SumsPlan sp;
-  HGP_TRY((planSums<T, BwdSums<T>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp, xPitch)));
-  size_t partialBytes = sp.bytes(s);
-  double* partials;
-  size_t coefBytes = size_t(s.channels) * sizeof(BwdCoefficients);
-  size_t preBytes = ops->recomputes() ? size_t(s.channels) * sizeof(BnAffine) : 0;
-  HGP_TRY(stepScratch(a, partialBytes + coefBytes + preBytes, partials));
-  auto* coef = reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
-  if (ops->recomputes()) { // the forward's coefficients, from the saved statistics
-    auto* pre = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(coef) + coefBytes);
-    inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
-        s.channels, a.in[2].f32(), a.in[size_t(ops->bias)].f32(), a.in[3].f32(), a.in[4].f32(),
-        a.attrs().getFloat("epsilon", 1e-5), pre);
-    HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
-    fa.pre = pre;
-  }
-  BwdFinalize fin{double(s.count()), a.attrs().getFloat("epsilon", 1e-5), a.in[2].f32(),
-                  a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
-  HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T>{dy, dy2, x, fa, gOut, a.in[3].f32(), xPitch}, fin,
-                        partials));
-  if (gOut) { // dX from G, which holds the summed and masked dY
-    dy = gOut;
-    dy2 = nullptr;
-    z = nullptr;
-    fa = {};
-  }
-  return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
-                        BwdApply<T>{dy, dy2, x, fa, coef, a.out[0].as<T>(), batchStats, xPitch});
+  // The two passes with the kernels compiled for the activation (smooth: silu, hardswish).
+  auto passes = [&](auto smoothKernels) -> Status {
+    constexpr bool S = decltype(smoothKernels)::value;
+    SumsPlan sp;
+    HGP_TRY((planSums<T, BwdSums<T, S>>(a, s, nhwc, {dy, dy2, x, z, gOut}, sp, xPitch)));
+    size_t partialBytes = sp.bytes(s);
+    double* partials;
+    size_t coefBytes = size_t(s.channels) * sizeof(BwdCoefficients);
+    size_t preBytes = ops->recomputes() ? size_t(s.channels) * sizeof(BnAffine) : 0;
+    HGP_TRY(stepScratch(a, partialBytes + coefBytes + preBytes, partials));
+    auto* coef =
+        reinterpret_cast<BwdCoefficients*>(reinterpret_cast<char*>(partials) + partialBytes);
+    if (ops->recomputes()) { // the forward's coefficients, from the saved statistics
+      auto* pre = reinterpret_cast<BnAffine*>(reinterpret_cast<char*>(coef) + coefBytes);
+      inferenceCoefficientsKernel<<<blocksFor(a, s.channels), kBlock, 0, a.stream>>>(
+          s.channels, a.in[2].f32(), a.in[size_t(ops->bias)].f32(), a.in[3].f32(), a.in[4].f32(),
+          a.attrs().getFloat("epsilon", 1e-5), pre);
+      HGP_TRY(checkLaunch(a, "inferenceCoefficientsKernel"));
+      fa.pre = pre;
+    }
+    BwdFinalize fin{double(s.count()), a.attrs().getFloat("epsilon", 1e-5), a.in[2].f32(),
+                    a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
+    HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T, S>{dy, dy2, x, fa, gOut, a.in[3].f32(), xPitch}, fin,
+                          partials));
+    if (gOut) { // dX from G, which holds the summed and masked dY
+      dy = gOut;
+      dy2 = nullptr;
+      z = nullptr;
+      fa = {};
+    }
+    return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
+                          BwdApply<T, S>{dy, dy2, x, fa, coef, a.out[0].as<T>(), batchStats,
+                                         xPitch});
+  };
+  return smooth(ops->act) ? passes(std::true_type{}) : passes(std::false_type{});
 }
 
 } // namespace
