@@ -185,7 +185,8 @@ namespace {
 /// fetches their coefficients once (f.columns<V>), then walks down the rows, four at a time so
 /// that all four loads are in flight before the first result is stored.
 template <int V, typename F>
-__global__ void __launch_bounds__(kBlock) nhwcMapKernel(NhwcTiling t, F f) {
+__global__ void __launch_bounds__(kBlock, KernelShape<F>::kMinBlocks)
+    nhwcMapKernel(NhwcTiling t, F f) {
   uint32_t j = blockIdx.y * t.cols + threadIdx.x % t.cols;
   if (j >= t.vecs) return;
   auto k = f.template columns<V>(j * V);
@@ -242,8 +243,9 @@ Status launchNhwcMapAs(CudaArgs& a, const ChannelShape& s, const F& f) {
 /// added into doubles; the block's rows are then added in a fixed tree, and
 /// partials[(p * C + c) * 2 + k] receives sum k of channel c.
 template <int V, typename F>
-__global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint32_t chunk, F f,
-                                                              double* partials) {
+__global__ void __launch_bounds__(kBlock, KernelShape<F>::kMinBlocks)
+    nhwcPartialsKernel(NhwcTiling t, uint32_t chunk, F f, double* partials) {
+  constexpr int kRows = KernelShape<F>::kRows; // rows loaded together, summed in float
   __shared__ double tree[2][kBlock * V];
   uint32_t row = threadIdx.x / t.cols, j = blockIdx.y * t.cols + threadIdx.x % t.cols;
   double acc[2][V];
@@ -253,25 +255,25 @@ __global__ void __launch_bounds__(kBlock) nhwcPartialsKernel(NhwcTiling t, uint3
     auto k = f.template columns<V>(j * V);
     uint32_t begin = blockIdx.x * chunk, end = min(t.rows, begin + chunk);
     uint32_t step = t.rowsPerBlock;
-    for (uint32_t r0 = begin + row; r0 < end; r0 += kFlush * step) {
+    for (uint32_t r0 = begin + row; r0 < end; r0 += kRows * step) {
       float run[2][V];
 #pragma unroll
       for (int q = 0; q < V; ++q) run[0][q] = run[1][q] = 0.f;
-      if (r0 + (kFlush - 1) * step < end) {
+      if (r0 + (kRows - 1) * step < end) {
         // A whole run in range: every row's operands are loaded before the first sum, so that
-        // all kFlush rows' loads are in flight together (the memory-level parallelism HBM
+        // all kRows rows' loads are in flight together (the memory-level parallelism HBM
         // needs). Written out in two loops because a functor that stores (BwdSums' G) would
         // otherwise keep the compiler from moving a later row's loads above an earlier row's
         // store: one row in flight, half of HBM's bandwidth. The additions keep their order.
-        typename decltype(k)::Loaded l[kFlush];
+        typename decltype(k)::Loaded l[kRows];
 #pragma unroll
-        for (int u = 0; u < kFlush; ++u)
+        for (int u = 0; u < kRows; ++u)
           k.load((r0 + u * step) * t.channels + j * V, r0 + u * step, l[u]);
 #pragma unroll
-        for (int u = 0; u < kFlush; ++u) k.add(run, l[u], (r0 + u * step) * t.channels + j * V);
+        for (int u = 0; u < kRows; ++u) k.add(run, l[u], (r0 + u * step) * t.channels + j * V);
       } else {
 #pragma unroll
-        for (int u = 0; u < kFlush; ++u) {
+        for (int u = 0; u < kRows; ++u) {
           uint32_t r = r0 + u * step;
           if (r >= end) break;
           typename decltype(k)::Loaded l;

@@ -83,6 +83,22 @@ __device__ __forceinline__ float fusedGrad(BnActivation act, float g, float z, f
   else return act == BnActivation::Relu && !(z > 0.f) ? 0.f : g;
 }
 
+/// How a functor F's channels-last kernels are shaped. The Smooth ones (silu, hardswish) are
+/// bound by their arithmetic, not by memory: the H200 ran BwdSums<bf16, 8, Smooth> at 250
+/// registers, one block of eight warps per SM, 7x slower than its bytes allow. They take at most
+/// four channels a thread, sum four rows at a time (kRows: the rows whose loads are in flight
+/// together; kFlush elsewhere) and keep two resident blocks (128 registers), for twice the warps.
+template <typename F> struct KernelShape {
+  static constexpr int kMaxWidth = 16;
+  static constexpr int kMinBlocks = 0; // as __launch_bounds__(kBlock) alone
+  static constexpr int kRows = kFlush;
+};
+template <template <typename, bool> class F, typename T> struct KernelShape<F<T, true>> {
+  static constexpr int kMaxWidth = 4;
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kRows = 4;
+};
+
 /// The same for the forward: relu or nothing unless `Smooth`.
 template <typename T, bool Smooth>
 __device__ __forceinline__ float fusedOf(BnActivation act, float b) {

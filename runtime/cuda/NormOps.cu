@@ -196,7 +196,9 @@ template <typename T, typename F>
 Status launchApply(CudaArgs& a, const ChannelShape& s, bool nhwc,
                    std::initializer_list<const void*> ps, const F& f) {
   if (nhwc)
-    return launchNhwcMap<T>(a, s, vectorWidth<T>(std::gcd(s.channels, int64_t(f.xPitch)), ps), f);
+    return launchNhwcMap<T>(a, s, std::min(KernelShape<F>::kMaxWidth,
+                                           vectorWidth<T>(std::gcd(s.channels, int64_t(f.xPitch)), ps)),
+                            f);
   return launchChannelMap<T>(a, s, vectorWidth<T>(s.inner, ps), f);
 }
 
@@ -216,7 +218,9 @@ Status planSums(const CudaArgs& a, const ChannelShape& s, bool nhwc,
                 std::initializer_list<const void*> ps, SumsPlan& p, int64_t xPitch) {
   p.nhwc = nhwc;
   if (nhwc)
-    return planNhwcSums<T, F>(a, s, vectorWidth<T>(std::gcd(s.channels, xPitch), ps), p.nhwcSplit);
+    return planNhwcSums<T, F>(
+        a, s, std::min(KernelShape<F>::kMaxWidth, vectorWidth<T>(std::gcd(s.channels, xPitch), ps)),
+        p.nhwcSplit);
   p.nchw = planChannelSplit(a, s, vectorWidth<T>(s.inner, ps));
   return Status::ok();
 }
