@@ -20,13 +20,14 @@
 //
 //   forward   Y = BatchNormTrain(X); Z = Silu(Y)  =>  Z = BatchNormTrain{activation="silu"}(X)
 //   backward  G = SiluBwd(dZ, Y); (dX, ...) = BatchNormBwd(G, X, scale, mean, var)
-//               => (dX, ...) = BatchNormBwd{activation="silu"}(dZ, X, scale, mean, var, bias)
+//               => (dX, ..., G) = BatchNormBwd{activation="silu"}(dZ, X, scale, mean, var, bias)
 //
 // Their gradient reads their input Y, which the fused forward no longer stores, so the fused
-// backward recomputes Y from X, the saved statistics and the BatchNorm's bias (in both its
-// passes), and both halves fuse or neither does: Y's readers must be exactly the activation and
-// its gradient, G's only the BatchNorm's own gradient. Per element: unfused BN 2 + Silu 2 +
-// SiluBwd 3 + BatchNormBwd 5 = 12 units of memory traffic, fused 2 + 5 = 7. The recomputed Y is
+// backward recomputes Y from X, the saved statistics and the BatchNorm's bias (once, in its sums
+// pass, which writes the activation's gradient G for its dX pass), and both halves fuse or
+// neither does: Y's readers must be exactly the activation and its gradient, G's only the
+// BatchNorm's own gradient. Per element: unfused BN 2 + Silu 2 + SiluBwd 3 + BatchNormBwd 5 = 12
+// units of memory traffic, fused 2 + 6 = 8. The recomputed Y is
 // rounded to Y's dtype as the stored one was; its coefficients come from the saved f32 mean and
 // variance where the forward's came from the double statistics, so it can differ from the stored
 // Y in the last place of float32 (in bf16 it rarely survives the rounding).
@@ -145,7 +146,9 @@ private:
       AttrMap attrs = bnBwd->attrs();
       attrs.setString("activation", smoothName(act->op()));
       g_.setInsertionPoint(actBwd);
-      auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bnBwd->name());
+      // Four results: G, the activation's gradient, is written by the sums pass and read by
+      // the dX pass, so the recompute runs once (a transient the memory plan places).
+      auto fused = g_.addNode(OpKind::BatchNormBwd, inputs, attrs, bnBwd->name(), 4);
       g_.setInsertionPoint(nullptr);
       if (!fused) return fused.status();
       std::vector<std::pair<Value*, Value*>> take;

@@ -71,7 +71,8 @@ Status inferBatchNormBwd(InferContext& ctx) {
   TensorType stat{DType::F32, {ctx.in(1).shape[1]}};
   ctx.outputs = {ctx.in(1), stat, stat};
   if (ctx.numOutputs == 4) {
-    if (!ops->relu()) return ctx.fail("the result G (the masked dY) needs activation=\"relu\"");
+    if (!ops->fused())
+      return ctx.fail("the result G (dY through the activation's gradient) needs an activation");
     ctx.outputs.push_back(ctx.in(0));
   }
   return Status::ok();

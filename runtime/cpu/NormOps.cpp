@@ -240,9 +240,9 @@ Status execBatchNormBwd(KernelArgs& a) {
   auto dy = [&](int64_t e) -> float {
     return actGrad(dy2 ? roundedAs(dyStored, dyIn[e] + dy2[e]) : dyIn[e], e);
   };
-  float* gOut = nullptr; // the masked dY, for the Relu gradient's other readers
+  float* gOut = nullptr; // dY through the activation's gradient (Relu: for its other readers)
   if (a.out.size() == 4) {
-    if (!z) return a.fail("the result G needs activation=relu");
+    if (!ops->fused()) return a.fail("the result G needs an activation");
     HGP_TRY(checkShape(a, a.out[3], *a.in[1].shape, "G"));
     gOut = a.out[3].f32();
   }

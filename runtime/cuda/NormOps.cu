@@ -355,10 +355,12 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
     HGP_TRY(checkShape(a, d2, *a.in[1].shape, "dY2"));
     dy2 = d2.as<T>();
   }
-  // The masked dY as a result of its own (G): written by the sums pass, read by the dX pass.
+  // dY through the activation's gradient as a result of its own (G): written by the sums pass,
+  // read by the dX pass, which then runs the plain kernel (the Relu mask or the Silu/HardSwish
+  // recompute is done once).
   T* gOut = nullptr;
   if (a.out.size() == 4) {
-    if (!ops->relu()) return a.fail("the result G needs activation=relu");
+    if (!ops->fused()) return a.fail("the result G needs an activation");
     HGP_TRY(checkDType(a, a.out[3], a.in[1].dtype, "G"));
     HGP_TRY(checkShape(a, a.out[3], *a.in[1].shape, "G"));
     for (const void* p : std::initializer_list<const void*>{a.in[0].data, a.in[1].data, z, dy2,
@@ -394,12 +396,10 @@ template <typename T> Status batchNormBwd(CudaArgs& a, bool nhwc) {
                     a.in[3].f32(), a.in[4].f32(), batchStats, a.out[1].f32(), a.out[2].f32(), coef};
     HGP_TRY(launchSums<T>(a, s, sp, BwdSums<T, S>{dy, dy2, x, fa, gOut, a.in[3].f32(), xPitch}, fin,
                           partials));
-    if (gOut) { // dX from G, which holds the summed and masked dY
-      dy = gOut;
-      dy2 = nullptr;
-      z = nullptr;
-      fa = {};
-    }
+    if (gOut) // dX from G, which holds dY summed and through the activation's gradient
+      return launchApply<T>(a, s, nhwc, {gOut, x, a.out[0].data},
+                            BwdApply<T, false>{gOut, nullptr, x, {}, coef, a.out[0].as<T>(),
+                                               batchStats, xPitch});
     return launchApply<T>(a, s, nhwc, {dy, dy2, x, z, a.out[0].data},
                           BwdApply<T, S>{dy, dy2, x, fa, coef, a.out[0].as<T>(), batchStats,
                                          xPitch});
