@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Strided views on CUDA: the *strided* cases of tests/integration/test_views.py with the
---strided-views executables on the GPU, once with --deterministic and once without, where cuDNN's
+strided-view executables (the default) on the GPU, once with --deterministic and once without,
+where cuDNN's
 convolutions (every phase: test_convs_strided_* gives each of forward, backward-data and
 backward-filter pitched operands; a phase cuDNN has no algorithm for is staged through dense
 copies, and --verbose says which), the channels-last pooling and BatchNorm kernels and Sum write

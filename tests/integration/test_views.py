@@ -9,10 +9,10 @@ Concat is written in place by its producers and the Split and Slice read their i
 value changes, so the per-step losses, the evaluation and every saved tensor must be
 bit-identical, in fp32 and bf16, at batch 1 in NCHW (concatenations in place) and at batch 4
 and in NHWC (Reshapes only: a channel slice of four samples, or of any channels-last map, is
-several runs of bytes, still copied).
+several runs of bytes, copied under --no-strided-views, which these tests pass).
 
-With --strided-views (the tests named *strided*), channel ranges of a batch are pitched views
-too: DenseNet's Concats are written in place by the pooling and the convolutions and read in
+With strided views (the default since 2026-12-03; the tests named *strided*, against
+--no-strided-views), channel ranges of a batch are pitched views too: DenseNet's Concats are written in place by the pooling and the convolutions and read in
 place by the BatchNorms, ShuffleNet's chunk is read in place by the branch's convolution. The
 CPU gathers and scatters pitched operands, so it must again be bit-identical to --no-views.
 HGP_VIEWS_DEVICE=cuda (tests/gpu/views_cuda.py, label gpu) runs the strided executables on CUDA
@@ -159,7 +159,7 @@ class ViewsTest(HgpcTestCase):
         """`parts`: whether some Concat is written in place (DenseNet at batch 1 in NCHW; in the
         ShuffleNet unit the Concat's first operand is already a view of the Split's input)."""
         model = self.exported(script, name)
-        common = ["--layout", layout, *extra]
+        common = ["--layout", layout, "--no-strided-views", *extra]
         viewed = self.plan(model, batch, precision, common)
         copied = self.plan(model, batch, precision, common + ["--no-views"])
         self.assertNotIn(" view=", copied)
@@ -215,16 +215,17 @@ class ViewsTest(HgpcTestCase):
     def test_shuffle_batch4_fp32(self):
         self.check(SHUFFLE, "shuffle.onnx", 4, "fp32")
 
-    # Strided views (--strided-views): at batch 4 in NHWC every feature map of the dense block
+    # Strided views (the default): at batch 4 in NHWC every feature map of the dense block
     # is written once, pitched, into the block's last Concat (the earlier Concats are views of
     # it); the convolutions and pooling write the parts, the BatchNorms read the runs.
     def strided(self, script, name, precision):
         model = self.exported(script, name)
-        common = ["--layout", "nhwc", "--strided-views"]
+        common = ["--layout", "nhwc"]
         viewed = self.plan(model, 4, precision, common)
-        copied = self.plan(model, 4, precision, ["--layout", "nhwc"])
-        self.assertTrue(" pitch=" in viewed, "no pitched view")
-        self.assertFalse(" pitch=" in copied, "a pitched view without --strided-views")
+        copied = self.plan(model, 4, precision, common + ["--no-strided-views"])
+        self.assertTrue(" pitch=" in viewed, "no pitched view by default")
+        self.assertFalse(" pitch=" in copied, "a pitched view with --no-strided-views")
+        self.assertEqual(viewed, self.plan(model, 4, precision, common + ["--strided-views"]))
         self.compare(model, 4, precision, common, DEVICE)
         return viewed, copied
 
@@ -249,7 +250,7 @@ class ViewsTest(HgpcTestCase):
     def test_dense_strided_stem_bn(self):
         # A BatchNorm+Relu cannot write a pitched view: the Concats stay copies and say why.
         model = self.exported(DENSE, "dense.onnx")
-        viewed = self.plan(model, 4, "fp32", ["--layout", "nhwc", "--strided-views"])
+        viewed = self.plan(model, 4, "fp32", ["--layout", "nhwc"])
         self.assertEqual(viewed.count(" part="), 0)
         self.assertEqual(viewed.count(" = Concat("), 6)
         # The step named depends on the exporter: torch 1.13 leaves the stem's BatchNormTrain

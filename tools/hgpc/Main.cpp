@@ -106,10 +106,13 @@ void addFusionOptions(CLI::App* cmd, CompileOptions& o) {
       "run every Reshape, Slice, Split and Concat as a copy (by default those that can share "
       "their operand's bytes run no step; docs/plan-format.md, Views)");
   cmd->add_flag_function(
+      "--no-strided-views", [&o](int64_t) { o.stridedViews = false; },
+      "keep channel ranges of a batch as copies (by default they are pitched views: a Concat "
+      "written in place by its producers, a Split or Slice read in place, where every step "
+      "touching them takes one; the copies that stay say why; docs/plan-format.md, Views)");
+  cmd->add_flag_function(
       "--strided-views", [&o](int64_t) { o.stridedViews = true; },
-      "also make channel ranges of a batch pitched views (a Concat written in place by its "
-      "producers, a Split or Slice read in place) where every step touching them takes one; "
-      "the copies that stay say why (docs/plan-format.md, Views)");
+      "pitched views of channel ranges (the default; kept so that older command lines run)");
 }
 
 /// The importer's one-line warnings (docs/training.md, "Inference exports"), on stderr.
