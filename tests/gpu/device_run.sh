@@ -143,7 +143,11 @@ for stage in $stages; do
     python3 tests/gpu/ctest_repoint.py "$here" "$work/ctest"
     # CTEST_ARGS narrows the run (e.g. "-R CudaConvBnStats|views_cuda"); the gpu label's verdict
     # is the whole run, without it.
-    (cd "$work/ctest" && ctest -L gpu --output-on-failure ${CTEST_ARGS:-}) > "$OUT/ctest_gpu.log" 2>&1
+    # HGP_GPU_TEST_VERBOSE=1: the CUDA backends print their algorithm and fused-engine choices,
+    # which --output-on-failure shows for a failing test only. A failure that depends on what
+    # the timing chose (a cuDNN algorithm's rounding) then names the choice in the same run.
+    (cd "$work/ctest" && HGP_GPU_TEST_VERBOSE=1 ctest -L gpu --output-on-failure ${CTEST_ARGS:-}) \
+      > "$OUT/ctest_gpu.log" 2>&1
     rc=$?; check $rc "ctest -L gpu"
     total=$(grep -aoE 'out of [0-9]+' "$OUT/ctest_gpu.log" | tail -1 | awk '{print $3}')
     skipped=$(grep -acE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$OUT/ctest_gpu.log")
