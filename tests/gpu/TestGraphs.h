@@ -6,6 +6,7 @@
 #include "ir/Printer.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Pass.h"
+#include "runtime/plan/Half.h"
 #include "runtime/plan/Precision.h"
 
 #include <gtest/gtest.h>
@@ -28,15 +29,18 @@ inline uint64_t hashName(const std::string& s, uint64_t seed) {
   return h;
 }
 
-/// Uniform f32 values in [lo, hi).
+/// Uniform values in [lo, hi), stored in t's dtype: f32, or bf16 and f16 rounded to nearest (before
+/// 2026-12-03 they were written as f32 whatever the dtype, past the end of a 16-bit buffer).
 inline std::vector<uint8_t> uniformBytes(const TensorType& t, uint64_t seed, double lo = -1,
                                          double hi = 1) {
   std::vector<uint8_t> b(size_t(t.bytes()));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u{float(lo), float(hi)};
+  bool half = t.dtype == DType::BF16 || t.dtype == DType::F16; // else f32
   for (int64_t i = 0; i < t.numElements(); ++i) {
     float v = u(rng);
-    std::memcpy(b.data() + 4 * i, &v, 4);
+    if (half) storeHalf(t.dtype, reinterpret_cast<uint16_t*>(b.data()), i, v);
+    else std::memcpy(b.data() + 4 * i, &v, 4);
   }
   return b;
 }
