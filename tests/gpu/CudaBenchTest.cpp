@@ -120,7 +120,8 @@ TEST(CudaBench, DISABLED_MemoryBoundOps) {
 }
 
 /// bf16 channels-last, at EfficientNet-B0 (batch 64) sizes: the BatchNorm passes, a Relu as the
-/// plain elementwise reference, and the squeeze-excitation gate's broadcast Mul. Zero-filled data,
+/// plain elementwise reference, and the squeeze-excitation gate's broadcast Mul; then
+/// ShuffleNet-v2's (batch 128) channel shuffle and split. Zero-filled data,
 /// so BatchNorm's variance is epsilon's; the traffic is what it would be. BatchNorm counts its
 /// two passes (3 and 5 tensors' bytes), as above.
 TEST(CudaBench, DISABLED_ChannelsLastBf16) {
@@ -154,6 +155,29 @@ TEST(CudaBench, DISABLED_ChannelsLastBf16) {
           op1(g, OpKind::Mul, {bf(g, "x", x), bf(g, "gate", {x[0], 1, 1, c})})};
     });
   }
+  // ShuffleNet-v2 b128's data movement: the channel shuffle (Reshape, Transpose, Reshape) and
+  // the channel split's Slice and SliceBwd, at its first stage's [128,28,28,116].
+  Shape x{128, 28, 28, 116};
+  double n = double(numElements(x)) * 2;
+  std::string s = shapeToString(x) + " bf16 nhwc";
+  std::vector<int64_t> split = {128, 28, 28, 2, 58}, whole(x.begin(), x.end());
+  bench("channel shuffle Transpose " + s, 2 * n, [&](Graph& g) {
+    Value* r = op1(g, OpKind::Reshape, {bf(g, "x", x)}, attrs({{"shape", split}}));
+    Value* t = op1(g, OpKind::Transpose, {r},
+                   attrs({{"perm", std::vector<int64_t>{0, 1, 2, 4, 3}}}));
+    return std::vector<Value*>{op1(g, OpKind::Reshape, {t}, attrs({{"shape", whole}}))};
+  });
+  AttrMap half = attrs({{"starts", std::vector<int64_t>{0, 0, 0, 58}}, {"ends", whole},
+                        {"steps", std::vector<int64_t>{1, 1, 1, 1}}});
+  bench("Slice, channels 58-115 of " + s, n, [&](Graph& g) {
+    return std::vector<Value*>{op1(g, OpKind::Slice, {bf(g, "x", x)}, half)};
+  });
+  AttrMap back = half;
+  back.setInts("x_shape", whole);
+  bench("SliceBwd into channels 58-115 of " + s, 1.5 * n, [&](Graph& g) {
+    return std::vector<Value*>{
+        op1(g, OpKind::SliceBwd, {bf(g, "dy", {128, 28, 28, 58})}, back)};
+  });
 }
 
 TEST(CudaBench, DISABLED_OptimizerUpdates) {
