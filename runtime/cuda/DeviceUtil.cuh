@@ -13,6 +13,7 @@
 #pragma once
 
 #include "runtime/cuda/CudaKernel.h"
+#include "runtime/cuda/FastDiv.h"
 #include "runtime/plan/Layout.h"
 #include "runtime/plan/ShapeAttrs.h"
 
@@ -292,26 +293,7 @@ inline ChannelShape channelShapeOf(const Shape& s) {
   return c;
 }
 
-/// Unsigned division of n < 2^31 by a fixed divisor d < 2^31 with a multiply-high (Granlund and
-/// Montgomery's round-up method): t = umulhi(n, m), q = (t + ((n - t) >> 1)) >> (l - 1), with
-/// l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1. The quotient is exact. The
-/// per-channel sums below and the pooling kernels (PoolKernels.cuh), which would otherwise spend
-/// most of their instructions in integer division, use it.
-struct FastDiv {
-  uint32_t d = 1, m = 0, l = 0;
-  FastDiv() = default;
-  explicit FastDiv(uint32_t divisor) : d(divisor) {
-    while ((uint64_t(1) << l) < d) ++l;
-    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const {
-    if (l == 0) return n;
-    uint32_t t = __umulhi(n, m);
-    return (t + ((n - t) >> 1)) >> (l - 1);
-  }
-  /// n / d for 0 <= n < 2^31.
-  __device__ __forceinline__ int operator()(int n) const { return int(div(uint32_t(n))); }
-};
+// FastDiv (FastDiv.h) divides the indices of the per-channel sums below.
 
 struct ChannelSplit {
   int parts = 1;
