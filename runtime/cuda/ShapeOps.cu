@@ -4,11 +4,14 @@
 // The pure data-movement ops move elements of dtypeSize bytes, so they work for every dtype:
 // Concat and Split are one vectorized launch per 32 parts (StackCopy.h), Reshape a flat copy, and
 // Slice, Transpose and Expand one strided gather (merged dims, strides that may be zero or
-// negative). Pad and the gradients compute in float on f32, bf16 or f16 tensors. PadBwd is a gather: each input element sums the
-// padded positions that read it, in row-major order starting from zero, which is exactly the
-// order in which the CPU reference accumulates them.
+// negative), SliceBwd a strided scatter: with 32-bit index math, 16 bytes a thread on the dense
+// side, where the offsets fit in 31 bits (StridedWalk.h), else one element a thread. Pad and
+// the gradients compute in float on f32, bf16 or f16 tensors. PadBwd is a gather: each input
+// element sums the padded positions that read it, in row-major order starting from zero, which
+// is exactly the order in which the CPU reference accumulates them.
 #include "runtime/cuda/DeviceUtil.cuh"
 #include "runtime/cuda/StackCopy.h"
+#include "runtime/cuda/StridedWalk.h"
 #include "runtime/plan/Layout.h"
 
 namespace hgp::cuda {
@@ -33,11 +36,83 @@ __global__ void scatterKernel(T* dst, const T* src, Dims d, int64_t base, int64_
   HGP_GRID_LOOP(i, n) dst[base + stridedOffset(d, i)] = src[i];
 }
 
-/// dst[i] = src[base + offset of i] over `shape`, elements of `elemSize` bytes.
+/// V elements of T as one aligned access.
+template <typename T, int V> struct alignas(sizeof(T) * V) Run {
+  T e[V];
+};
+
+/// dst[i] = src[offset of i] (StridedWalk.h), V consecutive results a thread stored as one
+/// access; n % V == 0 and dst is aligned to the access.
+template <typename T, int V>
+__global__ void walkGatherKernel(T* dst, const T* src, StridedDims d, uint32_t n) {
+  uint32_t step = gridDim.x * blockDim.x * V;
+  for (uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) * V; i < n; i += step) {
+    StridedWalk w;
+    w.start(d, i);
+    Run<T, V> r;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      r.e[u] = src[w.off];
+      if (u + 1 < V) w.next(d);
+    }
+    *reinterpret_cast<Run<T, V>*>(dst + i) = r;
+  }
+}
+
+/// dst[offset of i] = src[i], V consecutive sources a thread loaded as one access.
+template <typename T, int V>
+__global__ void walkScatterKernel(T* dst, const T* src, StridedDims d, uint32_t n) {
+  uint32_t step = gridDim.x * blockDim.x * V;
+  for (uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) * V; i < n; i += step) {
+    StridedWalk w;
+    w.start(d, i);
+    Run<T, V> r = *reinterpret_cast<const Run<T, V>*>(src + i);
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      dst[w.off] = r.e[u];
+      if (u + 1 < V) w.next(d);
+    }
+  }
+}
+
+/// The 32-bit walk of n elements of T: 16 bytes a thread where n and the dense side allow.
+template <typename T>
+Status launchWalk(const CudaArgs& a, bool scatter, void* dst, const void* src,
+                  const StridedDims& d, int64_t n) {
+  constexpr int V = int(16 / sizeof(T));
+  auto* y = static_cast<T*>(dst);
+  auto* x = static_cast<const T*>(src);
+  bool packed = n % V == 0 && aligned16({scatter ? src : dst});
+  unsigned grid = blocksFor(a, packed ? n / V : n);
+  uint32_t m = uint32_t(n);
+  if (scatter && packed) walkScatterKernel<T, V><<<grid, kBlock, 0, a.stream>>>(y, x, d, m);
+  else if (scatter) walkScatterKernel<T, 1><<<grid, kBlock, 0, a.stream>>>(y, x, d, m);
+  else if (packed) walkGatherKernel<T, V><<<grid, kBlock, 0, a.stream>>>(y, x, d, m);
+  else walkGatherKernel<T, 1><<<grid, kBlock, 0, a.stream>>>(y, x, d, m);
+  return checkLaunch(a, scatter ? "walkScatterKernel" : "walkGatherKernel");
+}
+
+/// launchWalk for elements of `elemSize` bytes.
+Status walkBySize(const CudaArgs& a, bool scatter, void* dst, const void* src,
+                  const StridedDims& d, int64_t n, int64_t elemSize) {
+  switch (elemSize) {
+  case 1: return launchWalk<uint8_t>(a, scatter, dst, src, d, n);
+  case 2: return launchWalk<uint16_t>(a, scatter, dst, src, d, n);
+  case 4: return launchWalk<uint32_t>(a, scatter, dst, src, d, n);
+  case 8: return launchWalk<uint64_t>(a, scatter, dst, src, d, n);
+  default: return a.fail("unsupported element size " + std::to_string(elemSize));
+  }
+}
+
+/// dst[i] = src[base + offset of i] over `shape`, elements of `elemSize` bytes: the 32-bit walk
+/// where it fits (StridedWalk.h), else one 64-bit decomposition per element.
 Status stridedGather(CudaArgs& a, void* dst, const void* src, Shape shape,
                      std::vector<int64_t> strides, int64_t base, int64_t elemSize) {
   int64_t n = numElements(shape);
   coalesceDims(shape, {&strides});
+  StridedDims walk;
+  if (n > 0 && fitsStrided32(shape, strides, base, walk))
+    return walkBySize(a, false, dst, src, walk, n, elemSize);
   Dims d;
   HGP_TRY(toDims(a, shape, strides, d));
   unsigned grid = blocksFor(a, n);
@@ -252,6 +327,9 @@ Status execSliceBwd(CudaArgs& a) {
   Shape shape = *a.in[0].shape;
   int64_t n = numElements(shape);
   coalesceDims(shape, {&strides});
+  StridedDims walk;
+  if (n > 0 && fitsStrided32(shape, strides, base, walk))
+    return walkBySize(a, true, a.out[0].data, a.in[0].data, walk, n, dtypeSize(a.in[0].dtype));
   Dims d;
   HGP_TRY(toDims(a, shape, strides, d));
   // A slice visits each input element at most once, so plain stores suffice.

@@ -432,6 +432,46 @@ TEST(CudaOpSuite, DataMovementOfIntegers) {
   runAndCompare(*e, spec);
 }
 
+/// The 32-bit strided walk (StridedWalk.h) at the sizes it is for, bit for bit against the CPU:
+/// bf16 in channels-last, 16 bytes a thread where the count allows ([16,28,28,116]: 1.4M elements)
+/// and one element a thread where it does not ([3,27,27,57]): ShuffleNet-v2's channel shuffle (Reshape,
+/// Transpose, Reshape), a channel slice and its gradient (the scatter), a negative-step slice
+/// and an Expand, and an odd channel count.
+TEST(CudaOpSuite, StridedWalkAtScale) {
+  HGP_REQUIRE_CUDA();
+  for (Shape x : {Shape{16, 28, 28, 116}, Shape{3, 27, 27, 57}}) {
+    SCOPED_TRACE(shapeToString(x));
+    Graph g("walk");
+    int64_t n = x[0], h = x[1], w = x[2], c = x[3];
+    Value* a = addValue(g, "a", TensorRole::Input, {DType::BF16, x});
+    Value* gate = addValue(g, "gate", TensorRole::Input, {DType::BF16, {n, 1, 1, c}});
+    std::vector<Value*> outs;
+    if (c % 2 == 0) {
+      Value* r = op1(g, OpKind::Reshape, {a}, attrs({{"shape", I{n, h, w, 2, c / 2}}}));
+      Value* t = op1(g, OpKind::Transpose, {r}, attrs({{"perm", I{0, 1, 2, 4, 3}}}));
+      outs.push_back(op1(g, OpKind::Reshape, {t}, attrs({{"shape", I{n, h, w, c}}})));
+    }
+    AttrMap half =
+        attrs({{"starts", I{0, 0, 0, c / 2}}, {"ends", I{n, h, w, c}}, {"steps", I{1, 1, 1, 1}}});
+    Value* sl = op1(g, OpKind::Slice, {a}, half);
+    outs.push_back(sl);
+    AttrMap back = half;
+    back.setInts("x_shape", x);
+    outs.push_back(op1(g, OpKind::SliceBwd, {sl}, back));
+    outs.push_back(op1(g, OpKind::Slice, {a},
+                       attrs({{"starts", I{0, h - 1, 0, c - 1}}, {"ends", I{n, 0, w, 0}},
+                              {"steps", I{1, -3, 1, -2}}})));
+    outs.push_back(op1(g, OpKind::Expand, {gate}, attrs({{"shape", I{n, h, w, c}}})));
+    outs.push_back(op1(g, OpKind::Transpose, {a}, attrs({{"perm", I{0, 3, 1, 2}}})));
+    auto e = emit(g, bindOutputs(g, outs));
+    ASSERT_TRUE(e.has_value());
+    RunSpec spec;
+    spec.tol = 0;
+    spec.runs = 2;
+    runAndCompare(*e, spec);
+  }
+}
+
 // ---- Reductions and softmax ----------------------------------------------------------------
 
 TEST(CudaOpSuite, Reductions) {
