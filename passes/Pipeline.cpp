@@ -10,10 +10,10 @@ std::vector<std::string> forwardPipeline() {
 }
 
 std::vector<std::string> trainPipeline() {
-  return {"canonicalize",       "add-loss",           "add-step-counter",
-          "sync-batch-norm",    "autodiff",           "fuse-batch-norm",
-          "fuse-gradient-sums", "fuse-conv-epilogue", "all-reduce-gradients",
-          "add-optimizer"};
+  return {"canonicalize",         "add-loss",           "add-step-counter",
+          "sync-batch-norm",      "autodiff",           "fold-slice-gradients",
+          "fuse-batch-norm",      "fuse-gradient-sums", "fuse-conv-epilogue",
+          "all-reduce-gradients", "add-optimizer"};
 }
 
 std::vector<std::string> evalPipeline() {

@@ -264,6 +264,28 @@ class ViewsTest(HgpcTestCase):
         self.assertLess(viewed.count(" = Slice("), copied.count(" = Slice("))
         self.assertIn('copy="', viewed)
 
+    def test_shuffle_fold_slice_gradients(self):
+        # The chunk's two Slices tile the channels: fold-slice-gradients makes their SliceBwds and
+        # the gradient Sum one Concat of the halves' gradients. Each element of the gradient was
+        # one element of a half plus zeros, so training is bit-identical without the pass.
+        model = self.exported(SHUFFLE, "shuffle.onnx")
+        common = ["--layout", "nhwc"]
+        without = common + ["--disable-pass", "fold-slice-gradients"]
+        folded, kept = self.plan(model, 4, "fp32", common), self.plan(model, 4, "fp32", without)
+        self.assertEqual(folded.count(" = SliceBwd("), 0)
+        self.assertEqual(kept.count(" = SliceBwd("), 4)
+        self.assertLess(folded.count(" = Sum("), kept.count(" = Sum("))
+        results = []
+        for label, args in (("folded", common), ("kept", without)):
+            exe = self.compile(model, out=label, args=["--batch", "4", *TRAIN, *args])
+            results.append(self.train_three_steps(exe, label, self.data(12), ["--device", "cpu"]))
+        (losses, evals, tensors), (want_losses, want_evals, want) = results
+        self.assertEqual(losses, want_losses)
+        self.assertEqual(evals, want_evals)
+        self.assertEqual(tensors.keys(), want.keys())
+        for key, value in want.items():
+            numpy.testing.assert_array_equal(tensors[key], value, err_msg=key)
+
     def convs_strided(self, precision):
         viewed, copied = self.strided(CONVS, "convs.onnx", precision)
         train = viewed[viewed.index("program train"):viewed.index("program eval")]
